@@ -1,0 +1,175 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// The codec entry points for host memory: encode, decode, decode_accumulate, roundtrip.
+///
+/// Every call takes the execution policy first (`commpress::cpu::seq`), then the codec, and
+/// works on caller-provided spans; nothing allocates. Sizes are asked for first:
+/// `max_payload_bytes(codec, n)` for the payload and `workspace_bytes(policy, codec, n)` for
+/// scratch (CUB's temporary-storage idiom).
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include "commpress/core/concepts.hpp"
+#include "commpress/core/context.hpp"
+#include "commpress/core/dtype.hpp"
+#include "commpress/core/error.hpp"
+#include "commpress/core/math.hpp"
+#include "commpress/format/header.hpp"
+
+namespace commpress {
+
+/// @brief Policies whose spans live in host memory (the CPU backends).
+template <class Policy>
+concept host_policy = Policy::host_memory;
+
+namespace detail {
+
+template <class Codec, class Policy>
+concept has_custom_roundtrip =
+    requires(const Policy& p, const Codec& c, const context& ctx, std::span<float> x,
+             std::span<std::byte> ws) {
+      { codec_impl<Codec, Policy>::roundtrip(p, c, ctx, x, ws) } -> std::same_as<std::size_t>;
+    };
+
+/// Number of NaN/Inf elements in `in`.
+template <element T>
+std::size_t count_nonfinite(std::span<const T> in) {
+  std::size_t bad = 0;
+  for (const T& v : in) bad += is_finite(to_float(v)) ? 0u : 1u;
+  return bad;
+}
+
+template <codec C>
+void check_can_implement(const C& c, std::uint64_t n) {
+  const status s = c.can_implement(n);
+  COMMPRESS_EXPECTS(s, s.code, "codec", s.message);
+}
+
+} // namespace detail
+
+/// @brief Scratch bytes `encode` and `roundtrip` need for n elements (often 0).
+template <host_policy Policy, codec C>
+std::uint64_t workspace_bytes(const Policy&, const C& c, std::uint64_t n) {
+  using impl = detail::codec_impl<C, Policy>;
+  const std::uint64_t own = impl::workspace_bytes(c, n);
+  if constexpr (detail::has_custom_roundtrip<C, Policy>) {
+    return own;
+  } else {
+    return own + c.body_bytes(n); // the generic roundtrip encodes into the workspace
+  }
+}
+
+/// @brief Encodes `in` into a self-describing payload at the front of `out`.
+/// @param ctx random stream (seed, step, tensor id) and non-finite policy; recorded in the header
+/// @param out at least max_payload_bytes(c, in.size()) bytes
+/// @param workspace at least workspace_bytes(policy, c, in.size()) bytes
+/// @throws commpress::error invalid configuration, small buffers, or non-finite input under
+///         nonfinite_policy::fail; nothing is written then.
+template <host_policy Policy, codec C, element T>
+encode_result encode(const Policy& policy, const C& c, const context& ctx, std::span<const T> in,
+                     std::span<std::byte> out, std::span<std::byte> workspace = {}) {
+  using impl = detail::codec_impl<C, Policy>;
+  const std::uint64_t n = in.size();
+  detail::check_can_implement(c, n);
+  const std::uint64_t body = c.body_bytes(n);
+  COMMPRESS_EXPECTS(out.size() >= format::header_bytes + body, errc::buffer_too_small, "encode",
+                    "output holds " + std::to_string(out.size()) + " bytes, the payload needs " +
+                        std::to_string(format::header_bytes + body));
+  COMMPRESS_EXPECTS(workspace.size() >= impl::workspace_bytes(c, n), errc::buffer_too_small,
+                    "encode", "workspace smaller than workspace_bytes()");
+  if (ctx.on_nonfinite == nonfinite_policy::fail) {
+    const std::size_t bad = detail::count_nonfinite(in);
+    COMMPRESS_EXPECTS(bad == 0, errc::non_finite, "encode",
+                      std::to_string(bad) + " NaN/Inf input elements");
+  }
+  auto* body_ptr = reinterpret_cast<unsigned char*>(out.data() + format::header_bytes);
+  const std::size_t nonfinite = impl::encode_body(policy, c, ctx, in, body_ptr, workspace);
+  payload_header h;
+  h.codec = C::id;
+  h.element = dtype_of_v<T>;
+  h.count = n;
+  h.body_bytes = body;
+  h.seed = ctx.seed;
+  h.step = ctx.step;
+  h.tensor_id = ctx.tensor_id;
+  h.params = c.params();
+  format::write_header(h, out.data());
+  format::seal(out, body);
+  return {static_cast<std::size_t>(format::header_bytes + body), nonfinite};
+}
+
+/// @brief Validates `payload` against this codec and writes the decoded tensor to `out`.
+/// @throws commpress::error for truncated, corrupted, foreign or mismatched payloads; `out` is
+///         untouched then.
+template <host_policy Policy, codec C, element T>
+payload_header decode(const Policy& policy, const C& c, std::span<const std::byte> payload,
+                      std::span<T> out) {
+  const std::uint64_t n = out.size();
+  detail::check_can_implement(c, n);
+  const payload_header h = format::validate(payload, C::id, c.params(), n, c.body_bytes(n));
+  const auto* body = reinterpret_cast<const unsigned char*>(payload.data() + format::header_bytes);
+  detail::codec_impl<C, Policy>::decode_body(policy, c, h, body, out);
+  return h;
+}
+
+/// @brief Validates `payload` and adds `weight * decoded` to `acc` (acc[i] += weight * x[i]),
+/// the step that aggregates the payloads of many ranks.
+/// @throws commpress::error as decode; `acc` is untouched then.
+template <host_policy Policy, codec C>
+payload_header decode_accumulate(const Policy& policy, const C& c,
+                                 std::span<const std::byte> payload, std::span<float> acc,
+                                 float weight = 1.0f) {
+  const std::uint64_t n = acc.size();
+  detail::check_can_implement(c, n);
+  const payload_header h = format::validate(payload, C::id, c.params(), n, c.body_bytes(n));
+  const auto* body = reinterpret_cast<const unsigned char*>(payload.data() + format::header_bytes);
+  detail::codec_impl<C, Policy>::accumulate_body(policy, c, h, body, acc, weight);
+  return h;
+}
+
+/// @brief Replaces `x` by C(x), bit-identical to decode(encode(x)) but without a payload:
+/// what error feedback and simulated compression need.
+/// @param workspace at least workspace_bytes(policy, c, x.size()) bytes
+template <host_policy Policy, codec C>
+encode_result roundtrip(const Policy& policy, const C& c, const context& ctx, std::span<float> x,
+                        std::span<std::byte> workspace) {
+  using impl = detail::codec_impl<C, Policy>;
+  const std::uint64_t n = x.size();
+  detail::check_can_implement(c, n);
+  COMMPRESS_EXPECTS(workspace.size() >= workspace_bytes(policy, c, n), errc::buffer_too_small,
+                    "roundtrip", "workspace smaller than workspace_bytes()");
+  if (ctx.on_nonfinite == nonfinite_policy::fail) {
+    const std::size_t bad = detail::count_nonfinite(std::span<const float>(x));
+    COMMPRESS_EXPECTS(bad == 0, errc::non_finite, "roundtrip",
+                      std::to_string(bad) + " NaN/Inf input elements");
+  }
+  if constexpr (detail::has_custom_roundtrip<C, Policy>) {
+    return {0, impl::roundtrip(policy, c, ctx, x, workspace)};
+  } else {
+    const std::uint64_t body = c.body_bytes(n);
+    const std::uint64_t own = impl::workspace_bytes(c, n);
+    auto* body_ptr = reinterpret_cast<unsigned char*>(workspace.data() + own);
+    const std::size_t nonfinite = impl::encode_body(policy, c, ctx, std::span<const float>(x),
+                                                    body_ptr, workspace.first(own));
+    payload_header h;
+    h.codec = C::id;
+    h.element = dtype::f32;
+    h.count = n;
+    h.body_bytes = body;
+    h.seed = ctx.seed;
+    h.step = ctx.step;
+    h.tensor_id = ctx.tensor_id;
+    h.params = c.params();
+    impl::decode_body(policy, c, h, body_ptr, x);
+    return {0, nonfinite};
+  }
+}
+
+} // namespace commpress

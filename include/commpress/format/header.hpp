@@ -1,0 +1,175 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// The 64-byte payload header, its checksum and its validation (docs/wire-format.md).
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "commpress/core/dtype.hpp"
+#include "commpress/core/error.hpp"
+#include "commpress/format/crc32c.hpp"
+
+namespace commpress {
+
+/// @brief Codec identifiers as written in byte 5 of every payload.
+enum class codec_id : std::uint8_t {
+  identity = 1,
+  cast = 2,
+  quantize = 3,
+  top_k = 4,
+  random_k = 5,
+  sign = 6,
+};
+
+/// @brief A codec's configuration as 16 bytes in the header; decoders compare them exactly.
+using codec_params = std::array<std::uint8_t, 16>;
+
+/// @brief The decoded fields of a payload header.
+struct payload_header {
+  codec_id codec{};
+  dtype element{};             ///< dtype of the tensor that was encoded
+  std::uint64_t count = 0;     ///< elements in the tensor
+  std::uint64_t body_bytes = 0;
+  std::uint64_t seed = 0;      ///< context the sender encoded with
+  std::uint64_t step = 0;
+  std::uint32_t tensor_id = 0;
+  codec_params params{};
+};
+
+namespace format {
+
+inline constexpr std::size_t header_bytes = 64;
+inline constexpr std::uint8_t version = 1;
+inline constexpr std::array<unsigned char, 4> magic = {'C', 'P', 'R', 'S'};
+/// The body is checksummed in chunks of this many bytes so that a GPU can hash them in parallel.
+inline constexpr std::size_t checksum_chunk_bytes = 65536;
+/// Offsets of the header fields.
+inline constexpr std::size_t crc_offset = 60;
+
+namespace detail {
+template <class U>
+inline void store_le(unsigned char* p, U v) {
+  for (std::size_t i = 0; i < sizeof(U); ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+template <class U>
+inline U load_le(const unsigned char* p) {
+  U v = 0;
+  for (std::size_t i = 0; i < sizeof(U); ++i) v |= static_cast<U>(p[i]) << (8 * i);
+  return v;
+}
+} // namespace detail
+
+/// @brief Writes the header fields (bytes 0..59) and a zero checksum into `out[0..63]`.
+inline void write_header(const payload_header& h, std::byte* out) {
+  auto* p = reinterpret_cast<unsigned char*>(out);
+  for (std::size_t i = 0; i < 4; ++i) p[i] = magic[i];
+  p[4] = version;
+  p[5] = static_cast<unsigned char>(h.codec);
+  p[6] = static_cast<unsigned char>(h.element);
+  p[7] = 0; // flags: reserved, must be zero
+  detail::store_le<std::uint64_t>(p + 8, h.count);
+  detail::store_le<std::uint64_t>(p + 16, h.body_bytes);
+  detail::store_le<std::uint64_t>(p + 24, h.seed);
+  detail::store_le<std::uint64_t>(p + 32, h.step);
+  detail::store_le<std::uint32_t>(p + 40, h.tensor_id);
+  for (std::size_t i = 0; i < 16; ++i) p[44 + i] = h.params[i];
+  detail::store_le<std::uint32_t>(p + crc_offset, 0u);
+}
+
+/// @brief Reads the header fields without validating them.
+inline payload_header read_header(const std::byte* in) {
+  const auto* p = reinterpret_cast<const unsigned char*>(in);
+  payload_header h;
+  h.codec = static_cast<codec_id>(p[5]);
+  h.element = static_cast<dtype>(p[6]);
+  h.count = detail::load_le<std::uint64_t>(p + 8);
+  h.body_bytes = detail::load_le<std::uint64_t>(p + 16);
+  h.seed = detail::load_le<std::uint64_t>(p + 24);
+  h.step = detail::load_le<std::uint64_t>(p + 32);
+  h.tensor_id = detail::load_le<std::uint32_t>(p + 40);
+  for (std::size_t i = 0; i < 16; ++i) h.params[i] = p[44 + i];
+  return h;
+}
+
+/// @brief The payload checksum: CRC32C of header bytes 0..59 followed by the little-endian
+/// CRC32C of each 64 KiB chunk of the body (the last chunk may be shorter).
+inline std::uint32_t payload_checksum(const std::byte* header, const std::byte* body,
+                                      std::size_t body_bytes) {
+  std::uint32_t crc = commpress::detail::crc32c(header, crc_offset);
+  for (std::size_t off = 0; off < body_bytes; off += checksum_chunk_bytes) {
+    const std::size_t len =
+        body_bytes - off < checksum_chunk_bytes ? body_bytes - off : checksum_chunk_bytes;
+    unsigned char le[4];
+    detail::store_le<std::uint32_t>(le, commpress::detail::crc32c(body + off, len));
+    crc = commpress::detail::crc32c_update(crc, le, 4);
+  }
+  return crc;
+}
+
+/// @brief Computes the checksum of a complete payload and stores it at bytes 60..63.
+inline void seal(std::span<std::byte> payload, std::size_t body_bytes) {
+  const std::uint32_t crc = payload_checksum(payload.data(), payload.data() + header_bytes,
+                                             body_bytes);
+  detail::store_le<std::uint32_t>(reinterpret_cast<unsigned char*>(payload.data()) + crc_offset,
+                                  crc);
+}
+
+/// @brief Checks that `payload` is an intact commpress payload of any codec and returns its
+/// header: size, magic, version, reserved flags, dtype, and checksum.
+/// @throws commpress::error (truncated, bad_magic, bad_version, corrupt, checksum_mismatch)
+inline payload_header validate_envelope(std::span<const std::byte> payload) {
+  constexpr const char* who = "payload";
+  COMMPRESS_EXPECTS(payload.size() >= header_bytes, errc::truncated, who,
+                    "payload of " + std::to_string(payload.size()) +
+                        " bytes is shorter than the 64-byte header");
+  const auto* p = reinterpret_cast<const unsigned char*>(payload.data());
+  COMMPRESS_EXPECTS(p[0] == magic[0] && p[1] == magic[1] && p[2] == magic[2] && p[3] == magic[3],
+                    errc::bad_magic, who, "bytes 0..3 are not \"CPRS\"");
+  COMMPRESS_EXPECTS(p[4] == version, errc::bad_version, who,
+                    "format version " + std::to_string(p[4]) + " (this build reads version " +
+                        std::to_string(version) + ")");
+  COMMPRESS_EXPECTS(p[7] == 0, errc::corrupt, who, "reserved flags byte is not zero");
+  const payload_header h = read_header(payload.data());
+  COMMPRESS_EXPECTS(h.body_bytes <= payload.size() - header_bytes, errc::truncated, who,
+                    "header declares a body of " + std::to_string(h.body_bytes) +
+                        " bytes but only " + std::to_string(payload.size() - header_bytes) +
+                        " follow");
+  const std::uint32_t stored = detail::load_le<std::uint32_t>(p + crc_offset);
+  const std::uint32_t actual =
+      payload_checksum(payload.data(), payload.data() + header_bytes, h.body_bytes);
+  COMMPRESS_EXPECTS(stored == actual, errc::checksum_mismatch, who,
+                    "CRC32C differs: the payload was corrupted in transit");
+  COMMPRESS_EXPECTS(dtype_bytes(h.element) != 0, errc::corrupt, who, "unknown element dtype");
+  return h;
+}
+
+/// @brief validate_envelope, then checks that the payload was written by exactly this codec
+/// configuration for `count` elements with a body of `body_bytes`.
+/// @throws commpress::error (the envelope errors, codec_mismatch, size_mismatch, corrupt)
+inline payload_header validate(std::span<const std::byte> payload, codec_id codec,
+                               const codec_params& params, std::uint64_t count,
+                               std::uint64_t body_bytes) {
+  constexpr const char* who = "payload";
+  const payload_header h = validate_envelope(payload);
+  COMMPRESS_EXPECTS(h.codec == codec, errc::codec_mismatch, who,
+                    "written by codec " + std::to_string(static_cast<int>(h.codec)) +
+                        ", decoded with codec " + std::to_string(static_cast<int>(codec)));
+  COMMPRESS_EXPECTS(h.params == params, errc::codec_mismatch, who,
+                    "the codec's configuration differs from the sender's");
+  COMMPRESS_EXPECTS(h.count == count, errc::size_mismatch, who,
+                    "payload holds " + std::to_string(h.count) + " elements, output has " +
+                        std::to_string(count));
+  COMMPRESS_EXPECTS(h.body_bytes == body_bytes, errc::corrupt, who,
+                    "body length " + std::to_string(h.body_bytes) + " is not the " +
+                        std::to_string(body_bytes) + " this configuration writes");
+  return h;
+}
+
+} // namespace format
+} // namespace commpress

@@ -1,0 +1,35 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "commpress/format/crc32c.hpp"
+
+namespace cpd = commpress::detail;
+
+TEST_SUITE("format") {
+  TEST_CASE("crc32c: matches the RFC 3720 test vectors") {
+    std::array<unsigned char, 32> b{};
+    CHECK(cpd::crc32c(b.data(), b.size()) == 0x8A9136AAu);
+    b.fill(0xff);
+    CHECK(cpd::crc32c(b.data(), b.size()) == 0x62A8AB43u);
+    for (unsigned i = 0; i < 32; ++i) b[i] = static_cast<unsigned char>(i);
+    CHECK(cpd::crc32c(b.data(), b.size()) == 0x46DD794Eu);
+    for (unsigned i = 0; i < 32; ++i) b[i] = static_cast<unsigned char>(31 - i);
+    CHECK(cpd::crc32c(b.data(), b.size()) == 0x113FDB5Cu);
+    constexpr std::string_view s = "123456789";
+    CHECK(cpd::crc32c(s.data(), s.size()) == 0xE3069283u);
+  }
+
+  TEST_CASE("crc32c: chained updates equal one pass, for every split point") {
+    std::array<unsigned char, 67> b{};
+    for (unsigned i = 0; i < b.size(); ++i) b[i] = static_cast<unsigned char>(i * 37 + 11);
+    const std::uint32_t whole = cpd::crc32c(b.data(), b.size());
+    for (std::size_t cut = 0; cut <= b.size(); ++cut)
+      CHECK(cpd::crc32c_update(cpd::crc32c(b.data(), cut), b.data() + cut, b.size() - cut) ==
+            whole);
+  }
+}
