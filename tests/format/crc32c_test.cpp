@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "commpress/format/crc32c.hpp"
 
@@ -32,4 +33,11 @@ TEST_SUITE("format") {
       CHECK(cpd::crc32c_update(cpd::crc32c(b.data(), cut), b.data() + cut, b.size() - cut) ==
             whole);
   }
+}
+
+TEST_CASE("crc32c: the portable tables agree with the dispatched implementation") {
+  std::vector<unsigned char> b(100003);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<unsigned char>(i * 2654435761u >> 13);
+  for (std::size_t len : {0u, 1u, 7u, 8u, 9u, 4096u, 100003u})
+    CHECK(~cpd::crc32c_portable(~0u, b.data(), len) == cpd::crc32c(b.data(), len));
 }

@@ -1,0 +1,23 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// Umbrella header: everything that builds with a plain C++20 compiler (no CUDA, no MPI).
+
+#include "commpress/backend/cpu/cast.hpp"
+#include "commpress/backend/cpu/identity.hpp"
+#include "commpress/backend/cpu/policy.hpp"
+#include "commpress/codec_ops.hpp"
+#include "commpress/compress/cast.hpp"
+#include "commpress/compress/identity.hpp"
+#include "commpress/core/concepts.hpp"
+#include "commpress/core/config.hpp"
+#include "commpress/core/context.hpp"
+#include "commpress/core/dtype.hpp"
+#include "commpress/core/error.hpp"
+#include "commpress/core/math.hpp"
+#include "commpress/core/rng.hpp"
+#include "commpress/format/bit_packing.hpp"
+#include "commpress/format/crc32c.hpp"
+#include "commpress/format/header.hpp"
