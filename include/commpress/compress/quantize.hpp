@@ -1,0 +1,219 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// The quantize codec: b-bit uniform scalar quantization (1 <= b <= 8) with one scale per
+/// tensor, per block of elements or per column, symmetric (absmax) or asymmetric (min-max)
+/// range, and round-to-nearest-even or stochastic rounding (algorithms.md sections 1.2, 4.2,
+/// 5.1). The body layout is in docs/wire-format.md ("quantize").
+///
+/// Conventions (algorithms.md 5.1 asks the library to pick one and document it):
+/// - symmetric uses the non-clipping divisor L = 2^(b-1) - 1: codes q in [-L, L] are sent as
+///   q + L in [0, 2L] (code 2^b - 1 is never written). max|x| is representable, so the error is
+///   at most scale/2 for every element and stochastic rounding is unbiased. The record is the
+///   f32 scale = absmax / L and an element decodes as (code - L) * scale, one rounded multiply.
+/// - asymmetric is Rudakov's `quantize_custom` (algorithms.md 1.2a): M = 2^b - 1 intervals
+///   anchored at lo = min, so min decodes exactly. The record is f32 lo then f32
+///   step = (hi - lo) / M and an element decodes as lo + code * step (two rounded operations,
+///   never fused: the same bits on the CPU and the GPU, algorithms.md 7.3).
+/// - the encoder multiplies by inv = L / absmax (or M / (hi - lo)), computed once per group.
+///   An all-zero or constant group, or one whose inv overflows (absmax or hi - lo below about
+///   M * 2^-128), gets inv = 0: every element is sent as the zero level (symmetric) or lo
+///   (asymmetric), so no NaN appears and the group decodes to exact zeros / exact lo.
+/// - a finite group whose range hi - lo overflows f32 (|x| near 2^127, asymmetric only)
+///   records step = 0 and decodes to lo; no finite input ever decodes to NaN.
+/// - group statistics (absmax, min, max) do not depend on the order of reduction; lo and hi
+///   are canonicalised (-0 becomes +0) so the record bytes do not depend on it either.
+/// - non-finite inputs: under nonfinite_policy::propagate a group holding a NaN or Inf gets a
+///   NaN record (scale, or lo and step) and all-zero codes, so the whole group decodes to NaN
+///   and the host's overflow check (loss scaling) still sees the bad step. Under
+///   zero_and_count such an element counts as 0.
+
+#include <cstdint>
+
+#include "commpress/core/concepts.hpp"
+#include "commpress/core/config.hpp"
+#include "commpress/core/error.hpp"
+#include "commpress/core/math.hpp"
+#include "commpress/format/bit_packing.hpp"
+#include "commpress/format/header.hpp"
+
+namespace commpress {
+
+/// @brief Which elements share one scale.
+enum class scale_granularity : std::uint8_t {
+  tensor = 0, ///< one scale for the whole tensor (Rudakov's quantize_custom)
+  block = 1,  ///< one scale per `group` consecutive elements; the last block may be short
+  column = 2, ///< tensor viewed as (n / group) rows x group columns, one scale per column
+              ///< (AQ-SGD's per-feature scale, algorithms.md 4.2)
+};
+
+/// @brief Symmetric absmax range or asymmetric min-max range.
+enum class quant_range : std::uint8_t { symmetric = 0, asymmetric = 1 };
+
+/// @brief Round to nearest (ties to even) or stochastically (unbiased, algorithms.md 5.1).
+enum class rounding : std::uint8_t { nearest = 0, stochastic = 1 };
+
+/// @brief b-bit uniform quantization with per-tensor, per-block or per-column scales.
+///
+/// Body: the n_groups(n) group records in group order (symmetric: f32 scale; asymmetric: f32
+/// lo, f32 step), then the b-bit codes in element order packed as format/bit_packing.hpp
+/// describes. Stochastic rounding draws element i's uniform from random_u32(ctx.key(),
+/// ctx.step, i), so every backend writes the same bytes for the same context.
+struct quantize {
+  static constexpr codec_id id = codec_id::quantize;
+  std::uint32_t bits = 4; ///< 1..8; symmetric needs at least 2
+  scale_granularity granularity = scale_granularity::block;
+  /// block: elements per block; column: number of columns C (n % C == 0); tensor: must be 0
+  std::uint32_t group = 128;
+  quant_range range = quant_range::symmetric;
+  rounding round = rounding::nearest;
+
+  /// Wire record of one group: symmetric {scale, unused}; asymmetric {lo, step}.
+  struct record {
+    float a;
+    float b;
+  };
+  /// Encoder constants of one group: y = (x - lo) * inv, with lo = 0 for symmetric.
+  struct coder {
+    float inv;
+    float lo;
+  };
+
+  /// Number of groups, hence of records, for n elements (an empty tensor has none).
+  [[nodiscard]] constexpr std::uint64_t n_groups(std::uint64_t n) const noexcept {
+    if (n == 0)
+      return 0;
+    switch (granularity) {
+    case scale_granularity::tensor:
+      return 1;
+    case scale_granularity::block:
+      return group == 0 ? 0 : detail::ceil_div(n, group);
+    case scale_granularity::column:
+      return group;
+    }
+    return 0;
+  }
+  /// Bytes of one group record.
+  [[nodiscard]] constexpr std::uint64_t record_bytes() const noexcept {
+    return range == quant_range::symmetric ? 4 : 8;
+  }
+  [[nodiscard]] constexpr std::uint64_t body_bytes(std::uint64_t n) const noexcept {
+    return n_groups(n) * record_bytes() + detail::packed_bytes(n, bits);
+  }
+  /// Header params: [0] bits, [1] granularity, [2] range, [3] rounding, [4..7] group (u32 LE).
+  [[nodiscard]] constexpr codec_params params() const noexcept {
+    codec_params p{};
+    detail::put_param(p, 0, static_cast<std::uint8_t>(bits));
+    detail::put_param(p, 1, static_cast<std::uint8_t>(granularity));
+    detail::put_param(p, 2, static_cast<std::uint8_t>(range));
+    detail::put_param(p, 3, static_cast<std::uint8_t>(round));
+    detail::put_param(p, 4, group);
+    return p;
+  }
+  [[nodiscard]] constexpr status can_implement(std::uint64_t n) const noexcept {
+    if (bits < 1 || bits > 8)
+      return {errc::invalid_argument, "quantize: bits must be in 1..8"};
+    if (range != quant_range::symmetric && range != quant_range::asymmetric)
+      return {errc::invalid_argument, "quantize: unknown range"};
+    if (round != rounding::nearest && round != rounding::stochastic)
+      return {errc::invalid_argument, "quantize: unknown rounding"};
+    if (range == quant_range::symmetric && bits < 2)
+      return {errc::invalid_argument,
+              "quantize: symmetric range needs at least 2 bits (1 bit leaves only the zero level)"};
+    switch (granularity) {
+    case scale_granularity::tensor:
+      if (group != 0)
+        return {errc::invalid_argument, "quantize: group must be 0 for tensor granularity"};
+      return {};
+    case scale_granularity::block:
+      if (group == 0)
+        return {errc::invalid_argument, "quantize: block granularity needs group > 0"};
+      return {};
+    case scale_granularity::column:
+      if (group == 0)
+        return {errc::invalid_argument,
+                "quantize: column granularity needs group (the column count) > 0"};
+      if (n % group != 0)
+        return {errc::invalid_argument,
+                "quantize: column granularity needs n to be a multiple of group (the column "
+                "count)"};
+      return {};
+    }
+    return {errc::invalid_argument, "quantize: unknown granularity"};
+  }
+
+  /// Levels of the range: L = 2^(b-1) - 1 (symmetric) or M = 2^b - 1 (asymmetric).
+  COMMPRESS_HOST_DEVICE static constexpr float levels(quant_range r, unsigned b) {
+    return r == quant_range::symmetric ? static_cast<float>((1u << (b - 1)) - 1u)
+                                       : static_cast<float>((1u << b) - 1u);
+  }
+
+  /// Encoder constants from a group's statistics: s0 = absmax (symmetric) or s0 = lo, s1 = hi.
+  /// A NaN statistic (a poisoned group) gives inv = NaN, which sends every code as 0.
+  COMMPRESS_HOST_DEVICE static coder make_coder(quant_range r, unsigned b, float s0, float s1) {
+    const float inf = detail::bits_to_float(0x7f800000u);
+    if (r == quant_range::symmetric) {
+      const float inv = detail::div_rn(levels(r, b), s0);
+      return {inv == inf ? 0.0f : inv, 0.0f}; // absmax == 0 or tiny: send the zero level
+    }
+    const float inv = detail::div_rn(levels(r, b), detail::sub_rn(s1, s0));
+    return {inv == inf ? 0.0f : inv, detail::add_rn(s0, 0.0f)}; // constant group: send lo
+  }
+
+  /// The wire record from a group's statistics (same arguments as make_coder).
+  COMMPRESS_HOST_DEVICE static record make_record(quant_range r, unsigned b, float s0, float s1) {
+    const float inf = detail::bits_to_float(0x7f800000u);
+    if (r == quant_range::symmetric)
+      return {detail::div_rn(s0, levels(r, b)), 0.0f};
+    const float step = detail::div_rn(detail::sub_rn(s1, s0), levels(r, b));
+    return {detail::add_rn(s0, 0.0f), step == inf ? 0.0f : step}; // -0 becomes +0
+  }
+
+  /// Code of x rounded to nearest even; NaN (a poisoned group) gives code 0.
+  COMMPRESS_HOST_DEVICE static std::uint32_t encode_nearest(quant_range r, unsigned b, float x,
+                                                            coder k) {
+    return to_code(r, b, detail::round_half_even(scaled(r, x, k)));
+  }
+
+  /// Code of x rounded stochastically: up with probability frac(y), u uniform on [0, 1).
+  COMMPRESS_HOST_DEVICE static std::uint32_t encode_stochastic(quant_range r, unsigned b, float x,
+                                                               coder k, float u) {
+    const float y = scaled(r, x, k);
+    const float f = detail::floor_small(y);
+    return to_code(r, b, u < detail::sub_rn(y, f) ? detail::add_rn(f, 1.0f) : f);
+  }
+
+  /// The value a code stands for in a group with record `rec`.
+  COMMPRESS_HOST_DEVICE static float decode_value(quant_range r, unsigned b, std::uint32_t code,
+                                                  record rec) {
+    if (r == quant_range::symmetric) {
+      const int offset = (1 << (b - 1)) - 1;
+      return detail::mul_rn(static_cast<float>(static_cast<int>(code) - offset), rec.a);
+    }
+    return detail::add_rn(rec.a, detail::mul_rn(static_cast<float>(code), rec.b));
+  }
+
+  friend constexpr bool operator==(quantize, quantize) = default;
+
+private:
+  COMMPRESS_HOST_DEVICE static float scaled(quant_range r, float x, coder k) {
+    return r == quant_range::symmetric ? detail::mul_rn(x, k.inv)
+                                       : detail::mul_rn(detail::sub_rn(x, k.lo), k.inv);
+  }
+  /// Shifts a rounded level into [0, max code] and clamps it; the lower clamp is written so
+  /// that NaN maps to 0.
+  COMMPRESS_HOST_DEVICE static std::uint32_t to_code(quant_range r, unsigned b, float q) {
+    const float offset = r == quant_range::symmetric ? levels(r, b) : 0.0f;
+    const float top = r == quant_range::symmetric ? 2.0f * levels(r, b) : levels(r, b);
+    float c = detail::add_rn(q, offset);
+    c = c > 0.0f ? c : 0.0f;
+    c = c < top ? c : top;
+    return static_cast<std::uint32_t>(c);
+  }
+};
+
+static_assert(codec<quantize>);
+
+} // namespace commpress
