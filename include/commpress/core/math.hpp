@@ -30,39 +30,48 @@ COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float bits_to_float(std::uint32_t u)
   return f;
 }
 
-/// a * b, rounded once, never fused with a neighbouring add.
+/// v, with any NaN replaced by the one canonical quiet NaN 0x7fc00000. Which NaN an arithmetic
+/// instruction returns differs between backends (x86 passes an input's payload through, and
+/// which input depends on operand order; GPUs return 0x7fffffff), so every rounded operation
+/// below canonicalises its result and CPU and GPU write the same bits for NaN data.
+COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float canonical_nan(float v) {
+  return v == v ? v : bits_to_float(0x7fc00000u);
+}
+
+/// a * b, rounded once, never fused with a neighbouring add; NaN results are canonical.
 COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float mul_rn(float a, float b) {
 #if COMMPRESS_DEVICE_COMPILATION
-  return __fmul_rn(a, b);
+  return canonical_nan(__fmul_rn(a, b));
 #else
-  return a * b;
+  return canonical_nan(a * b);
 #endif
 }
 
-/// a + b, rounded once, never fused with a neighbouring multiply.
+/// a + b, rounded once, never fused with a neighbouring multiply; NaN results are canonical.
 COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float add_rn(float a, float b) {
 #if COMMPRESS_DEVICE_COMPILATION
-  return __fadd_rn(a, b);
+  return canonical_nan(__fadd_rn(a, b));
 #else
-  return a + b;
+  return canonical_nan(a + b);
 #endif
 }
 
-/// a - b, rounded once, never fused with a neighbouring multiply.
+/// a - b, rounded once, never fused with a neighbouring multiply; NaN results are canonical.
 COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float sub_rn(float a, float b) {
 #if COMMPRESS_DEVICE_COMPILATION
-  return __fsub_rn(a, b);
+  return canonical_nan(__fsub_rn(a, b));
 #else
-  return a - b;
+  return canonical_nan(a - b);
 #endif
 }
 
-/// IEEE division, correctly rounded on both backends (nvcc's default `-prec-div=true`).
+/// IEEE division, correctly rounded on both backends (nvcc's default `-prec-div=true`); NaN
+/// results are canonical.
 COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float div_rn(float a, float b) {
 #if COMMPRESS_DEVICE_COMPILATION
-  return __fdiv_rn(a, b);
+  return canonical_nan(__fdiv_rn(a, b));
 #else
-  return a / b;
+  return canonical_nan(a / b);
 #endif
 }
 
@@ -89,6 +98,20 @@ COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float round_half_even(float y) {
 COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float floor_small(float y) {
   const float r = round_half_even(y);
   return r > y ? sub_rn(r, 1.0f) : r;
+}
+
+/// Elements a sparsifier keeps of d: `count` if it is set, else the integer nearest to
+/// fraction * d (taken in double; at least 1 when fraction > 0), clamped to d. Rounding to
+/// nearest rather than up keeps a float fraction's representation error (0.1f is slightly above
+/// 0.1) from adding an element: 0.1f of 1000 keeps 100.
+COMMPRESS_HOST_DEVICE constexpr std::uint64_t keep_count(float fraction, std::uint64_t count,
+                                                         std::uint64_t d) {
+  if (count > 0) return count < d ? count : d;
+  const double p = static_cast<double>(fraction) * static_cast<double>(d);
+  if (!(p > 0.0)) return 0;
+  if (p >= static_cast<double>(d)) return d;
+  const auto k = static_cast<std::uint64_t>(p + 0.5); // p + 0.5 >= 0.5: truncation is floor
+  return k == 0 ? 1 : k;
 }
 
 COMMPRESS_HOST_DEVICE constexpr std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) {

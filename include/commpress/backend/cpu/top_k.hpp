@@ -1,0 +1,235 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// CPU implementation of the top-k codec.
+///
+/// Per row: the keys go into the workspace, std::nth_element finds the k-th largest key t, and
+/// one ordered pass keeps every key > t and the first (k - #keys > t) keys == t by index, which
+/// is the tie rule of compress/top_k.hpp. O(d) per row; any faster method (a sampled threshold)
+/// must produce the same bytes.
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "commpress/backend/cpu/detail/element_io.hpp"
+#include "commpress/backend/cpu/policy.hpp"
+#include "commpress/compress/top_k.hpp"
+#include "commpress/core/context.hpp"
+#include "commpress/core/dtype.hpp"
+#include "commpress/core/error.hpp"
+
+namespace commpress::detail {
+
+template <>
+struct codec_impl<top_k, cpu::seq_t> {
+  /// One 32-bit key per element of a row, plus 3 bytes to align the key array inside any span.
+  static std::uint64_t workspace_bytes(const top_k& c, std::uint64_t n) {
+    const std::uint64_t d = c.row_elements(n);
+    return d == 0 ? 0 : 4 * d + 3;
+  }
+
+  template <element T>
+  static std::size_t encode_body(const cpu::seq_t&, const top_k& c, const context& ctx,
+                                 std::span<const T> in, unsigned char* body,
+                                 std::span<std::byte> ws) {
+    const std::uint64_t n = in.size();
+    const std::uint64_t d = c.row_elements(n);
+    const std::uint64_t k = c.kept(d);
+    const std::uint64_t rows = c.rows(n);
+    const std::uint64_t ib = top_k::index_bytes(d, k);
+    const bool bitmap = top_k::uses_bitmap(d, k);
+    const unsigned width = top_k::index_width(d);
+    const std::uint64_t vb = c.value_bytes();
+    std::size_t bad = 0;
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      unsigned char* idx = body + r * ib;
+      unsigned char* val = body + rows * ib + r * k * vb;
+      if (bitmap) std::memset(idx, 0, ib);
+      std::uint64_t j = 0;
+      select_row(
+          d, k, keys_of(ws),
+          [&](std::uint64_t i, std::size_t& count) {
+            return screen(to_float(in[r * d + i]), ctx.on_nonfinite, count);
+          },
+          bad,
+          [&](std::uint64_t i, float v, bool keep) {
+            if (!keep) return;
+            if (bitmap) {
+              idx[i / 8] = static_cast<unsigned char>(idx[i / 8] | (1u << (i % 8)));
+            } else {
+              store_index(idx + j * width, width, i);
+            }
+            store_value(val + j * vb, vb, c.encode_value(v));
+            ++j;
+          });
+    }
+    return bad;
+  }
+
+  template <element T>
+  static void decode_body(const cpu::seq_t&, const top_k& c, const payload_header&,
+                          const unsigned char* body, std::span<T> out) {
+    check_indices(c, out.size(), body);
+    std::fill(out.begin(), out.end(), from_float<T>(0.0f));
+    for_each_kept(c, out.size(), body,
+                  [&](std::uint64_t i, float v) { out[i] = from_float<T>(v); });
+  }
+
+  static void accumulate_body(const cpu::seq_t&, const top_k& c, const payload_header&,
+                              const unsigned char* body, std::span<float> acc, float weight) {
+    check_indices(c, acc.size(), body);
+    for_each_kept(c, acc.size(), body,
+                  [&](std::uint64_t i, float v) { acc[i] = add_rn(acc[i], mul_rn(weight, v)); });
+  }
+
+  /// In place: the selection pass reads each element before it overwrites it.
+  static std::size_t roundtrip(const cpu::seq_t&, const top_k& c, const context& ctx,
+                               std::span<float> x, std::span<std::byte> ws) {
+    const std::uint64_t n = x.size();
+    const std::uint64_t d = c.row_elements(n);
+    const std::uint64_t k = c.kept(d);
+    std::size_t bad = 0;
+    for (std::uint64_t r = 0; r < c.rows(n); ++r) {
+      float* row = x.data() + r * d;
+      select_row(
+          d, k, keys_of(ws),
+          [&](std::uint64_t i, std::size_t& count) {
+            return screen(row[i], ctx.on_nonfinite, count);
+          },
+          bad,
+          [&](std::uint64_t i, float v, bool keep) {
+            row[i] = keep ? c.decode_value(c.encode_value(v)) : 0.0f;
+          });
+    }
+    return bad;
+  }
+
+private:
+  static std::uint32_t* keys_of(std::span<std::byte> ws) {
+    const auto misalign = reinterpret_cast<std::uintptr_t>(ws.data()) % 4;
+    return reinterpret_cast<std::uint32_t*>(ws.data() + (4 - misalign) % 4);
+  }
+
+  /// Selects the k of d elements of one row. load(i, count) returns element i screened by the
+  /// non-finite policy (adding to `count`); visit(i, value, kept) is called once for every i
+  /// in increasing order, which is also where the row's non-finite elements are counted.
+  template <class Load, class Visit>
+  static void select_row(std::uint64_t d, std::uint64_t k, std::uint32_t* keys, Load&& load,
+                         std::size_t& bad, Visit&& visit) {
+    std::uint32_t t = 0;        // the k-th largest key
+    std::uint64_t ties = 0;     // keys == t still to keep
+    bool all = k == d, none = k == 0;
+    if (!all && !none) {
+      std::size_t uncounted = 0;
+      for (std::uint64_t i = 0; i < d; ++i) keys[i] = top_k::magnitude_key(load(i, uncounted));
+      std::nth_element(keys, keys + (k - 1), keys + d, std::greater<>{});
+      t = keys[k - 1];
+      // Every key > t is now before position k - 1.
+      std::uint64_t greater = 0;
+      for (std::uint64_t j = 0; j + 1 < k; ++j) greater += keys[j] > t ? 1u : 0u;
+      ties = k - greater;
+    }
+    for (std::uint64_t i = 0; i < d; ++i) {
+      const float v = load(i, bad);
+      const std::uint32_t key = top_k::magnitude_key(v);
+      bool keep = all;
+      if (!all && !none) {
+        keep = key > t || (key == t && ties > 0);
+        if (keep && key == t) --ties;
+      }
+      visit(i, v, keep);
+    }
+  }
+
+  static void store_index(unsigned char* p, unsigned width, std::uint64_t i) {
+    if (width == 1) p[0] = static_cast<unsigned char>(i);
+    if (width == 2) cpu::detail::store_word<std::uint16_t>(p, static_cast<std::uint16_t>(i));
+    if (width == 4) cpu::detail::store_word<std::uint32_t>(p, static_cast<std::uint32_t>(i));
+  }
+  static std::uint64_t load_index(const unsigned char* p, unsigned width) {
+    if (width == 1) return p[0];
+    if (width == 2) return cpu::detail::load_word<std::uint16_t>(p);
+    return cpu::detail::load_word<std::uint32_t>(p);
+  }
+  static void store_value(unsigned char* p, std::uint64_t vb, std::uint32_t code) {
+    if (vb == 4) {
+      cpu::detail::store_word<std::uint32_t>(p, code);
+    } else {
+      cpu::detail::store_word<std::uint16_t>(p, static_cast<std::uint16_t>(code));
+    }
+  }
+  static std::uint32_t load_value(const unsigned char* p, std::uint64_t vb) {
+    return vb == 4 ? cpu::detail::load_word<std::uint32_t>(p)
+                   : cpu::detail::load_word<std::uint16_t>(p);
+  }
+
+  /// Refuses (errc::corrupt) an index section no encoder writes: listed indices that are not
+  /// strictly increasing or not below the row length, or a bitmap whose population is not k
+  /// or that sets bits past the row. Runs before anything is written, so a hostile payload
+  /// with a valid checksum cannot write out of bounds.
+  static void check_indices(const top_k& c, std::uint64_t n, const unsigned char* body) {
+    const std::uint64_t d = c.row_elements(n);
+    const std::uint64_t k = c.kept(d);
+    const std::uint64_t ib = top_k::index_bytes(d, k);
+    const unsigned width = top_k::index_width(d);
+    for (std::uint64_t r = 0; r < c.rows(n); ++r) {
+      const unsigned char* idx = body + r * ib;
+      if (top_k::uses_bitmap(d, k)) {
+        std::uint64_t pop = 0;
+        for (std::uint64_t b = 0; b < ib; ++b) pop += static_cast<unsigned>(std::popcount(idx[b]));
+        const unsigned tail = static_cast<unsigned>(d % 8);
+        const bool stray = tail != 0 && (idx[ib - 1] >> tail) != 0;
+        COMMPRESS_EXPECTS(pop == k && !stray, errc::corrupt, "top_k",
+                          "row " + std::to_string(r) + "'s bitmap does not mark " +
+                              std::to_string(k) + " elements of the row");
+      } else {
+        for (std::uint64_t j = 0; j < k; ++j) {
+          const std::uint64_t i = load_index(idx + j * width, width);
+          const bool ascending = j == 0 || i > load_index(idx + (j - 1) * width, width);
+          COMMPRESS_EXPECTS(i < d && ascending, errc::corrupt, "top_k",
+                            "row " + std::to_string(r) +
+                                "'s indices are not increasing and below the row length");
+        }
+      }
+    }
+  }
+
+  /// Calls visit(element index in the tensor, decoded value) for every kept element, in row
+  /// order and, within a row, in index order.
+  template <class Visit>
+  static void for_each_kept(const top_k& c, std::uint64_t n, const unsigned char* body,
+                            Visit&& visit) {
+    const std::uint64_t d = c.row_elements(n);
+    const std::uint64_t k = c.kept(d);
+    const std::uint64_t rows = c.rows(n);
+    const std::uint64_t ib = top_k::index_bytes(d, k);
+    const unsigned width = top_k::index_width(d);
+    const std::uint64_t vb = c.value_bytes();
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      const unsigned char* idx = body + r * ib;
+      const unsigned char* val = body + rows * ib + r * k * vb;
+      std::uint64_t j = 0;
+      auto emit = [&](std::uint64_t i) {
+        visit(r * d + i, c.decode_value(load_value(val + j * vb, vb)));
+        ++j;
+      };
+      if (top_k::uses_bitmap(d, k)) {
+        for (std::uint64_t b = 0; b < ib; ++b)
+          for (unsigned bits = idx[b]; bits != 0; bits &= bits - 1)
+            emit(8 * b + static_cast<unsigned>(std::countr_zero(bits)));
+      } else {
+        for (std::uint64_t m = 0; m < k; ++m) emit(load_index(idx + m * width, width));
+      }
+    }
+  }
+};
+
+} // namespace commpress::detail

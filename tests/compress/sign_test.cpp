@@ -1,0 +1,252 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "commpress/backend/cpu/sign.hpp"
+#include "commpress/backend/cpu/top_k.hpp"
+#include "commpress/codec_ops.hpp"
+#include "commpress/core/canonical_sum.hpp"
+
+namespace cp = commpress;
+
+namespace {
+// Uniform on [-10, 10) without zeros (the Q7 identities assume none).
+std::vector<float> sample(std::size_t n, std::uint32_t stream = 1) {
+  std::vector<float> x(n);
+  const auto key = cp::make_rng_key(9, stream);
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = (cp::uniform_from_bits(cp::random_u32(key, 0, i)) - 0.5f) * 20.0f;
+    if (x[i] == 0.0f) x[i] = 0.125f;
+  }
+  return x;
+}
+
+template <class T>
+std::vector<std::byte> encode_vec(const cp::sign& c, const std::vector<T>& x,
+                                  cp::context ctx = {}) {
+  std::vector<std::byte> p(cp::max_payload_bytes(c, x.size()));
+  cp::encode(cp::cpu::seq, c, ctx, std::span<const T>(x), std::span(p));
+  return p;
+}
+
+std::vector<float> decode_vec(const cp::sign& c, const std::vector<std::byte>& p,
+                              std::size_t n) {
+  std::vector<float> y(n, 42.0f);
+  cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), std::span(y));
+  return y;
+}
+
+// A group's scale from its definition: canonical sum in double, then mean or root mean.
+float reference_scale(const std::vector<float>& x, std::size_t first, std::size_t m,
+                      cp::sign_scale s) {
+  const double sum = cp::canonical_chunked_sum(m, [&](std::uint64_t i) {
+    const double v = x[first + i];
+    return s == cp::sign_scale::mean_abs ? std::fabs(v) : v * v;
+  });
+  const double mean = sum / static_cast<double>(m);
+  return static_cast<float>(s == cp::sign_scale::mean_abs ? mean : std::sqrt(mean));
+}
+
+const cp::sign mean_abs_tensor{};
+const cp::sign rms_tensor{.scale = cp::sign_scale::rms};
+} // namespace
+
+TEST_SUITE("compress") {
+  TEST_CASE("sign: mean_abs keeps the l1 norm and leaves ||x||^2 - ||x||_1^2 / d of error (Q7)") {
+    for (std::size_t n : {1u, 7u, 1000u, 1000003u}) {
+      CAPTURE(n);
+      const auto x = sample(n);
+      const auto y = decode_vec(mean_abs_tensor, encode_vec(mean_abs_tensor, x), n);
+      double l1 = 0.0, l2 = 0.0, l1_c = 0.0, err = 0.0;
+      std::size_t flipped = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        l1 += std::fabs(static_cast<double>(x[i]));
+        l2 += static_cast<double>(x[i]) * x[i];
+        l1_c += std::fabs(static_cast<double>(y[i]));
+        err += (static_cast<double>(y[i]) - x[i]) * (static_cast<double>(y[i]) - x[i]);
+        flipped += std::signbit(y[i]) == std::signbit(x[i]) ? 0u : 1u;
+      }
+      CHECK(flipped == 0);
+      // The only deviation is the scale's rounding to float (2^-24 relative).
+      CHECK(l1_c == doctest::Approx(l1).epsilon(1e-7));
+      CHECK(err == doctest::Approx(l2 - l1 * l1 / static_cast<double>(n)).epsilon(1e-6));
+    }
+  }
+
+  TEST_CASE("sign: rms keeps the l2 norm (Q8)") {
+    for (std::size_t n : {1u, 7u, 1000u, 1000003u}) {
+      CAPTURE(n);
+      const auto x = sample(n, 2);
+      const auto y = decode_vec(rms_tensor, encode_vec(rms_tensor, x), n);
+      double l2 = 0.0, l2_c = 0.0;
+      for (std::size_t i = 0; i < n; ++i) {
+        l2 += static_cast<double>(x[i]) * x[i];
+        l2_c += static_cast<double>(y[i]) * y[i];
+      }
+      CHECK(std::sqrt(l2_c) == doctest::Approx(std::sqrt(l2)).epsilon(1e-7));
+    }
+  }
+
+  TEST_CASE("sign: zero and negative zero decode to +scale") {
+    const std::vector<float> x = {0.0f, -0.0f, -3.0f, 3.0f};
+    for (const cp::sign& c : {mean_abs_tensor, rms_tensor}) {
+      const auto y = decode_vec(c, encode_vec(c, x), x.size());
+      const float s =
+          c.scale == cp::sign_scale::mean_abs ? 1.5f : static_cast<float>(std::sqrt(4.5));
+      CHECK(y == std::vector<float>{s, s, -s, s});
+    }
+  }
+
+  TEST_CASE("sign: the body is the fp32 scales, then LSB-first sign bits") {
+    const std::vector<float> x = {1.0f, -1.0f, -1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, -1.0f};
+    const auto p = encode_vec(mean_abs_tensor, x);
+    REQUIRE(p.size() == 64 + 4 + 2);
+    float s;
+    std::memcpy(&s, p.data() + 64, 4);
+    CHECK(s == 1.0f);
+    CHECK(static_cast<int>(p[68]) == 0x06); // elements 1 and 2 are negative
+    CHECK(static_cast<int>(p[69]) == 0x01); // element 8; the 7 unused bits are zero
+  }
+
+  TEST_CASE("sign: block granularity scales each block by its own canonical sum") {
+    const std::size_t n = 3 * 40000 + 13; // blocks longer than one 32768-term chunk
+    const auto x = sample(n, 3);
+    for (std::uint32_t block : {7u, 40000u}) {
+      for (cp::sign_scale sc : {cp::sign_scale::mean_abs, cp::sign_scale::rms}) {
+        const cp::sign c{.granularity = cp::sign_granularity::block, .block = block, .scale = sc};
+        CAPTURE(block);
+        const auto p = encode_vec(c, x);
+        const std::size_t groups = (n + block - 1) / block;
+        CHECK(p.size() == 64 + 4 * groups + (n + 7) / 8);
+        const auto y = decode_vec(c, p, n);
+        std::size_t wrong = 0;
+        for (std::size_t g = 0; g < groups; ++g) {
+          const std::size_t first = g * block;
+          const std::size_t m = std::min<std::size_t>(block, n - first);
+          const float s = reference_scale(x, first, m, sc);
+          float stored;
+          std::memcpy(&stored, p.data() + 64 + 4 * g, 4);
+          wrong += stored == s ? 0u : 1u;
+          for (std::size_t i = first; i < first + m; ++i)
+            wrong += y[i] == (x[i] < 0.0f ? -s : s) ? 0u : 1u;
+        }
+        CHECK(wrong == 0);
+      }
+    }
+  }
+
+  TEST_CASE_TEMPLATE("sign: decodes every element dtype bit for bit from the canonical scale", T,
+                     float, cp::half, cp::bfloat16) {
+    for (std::size_t n : {0u, 1u, 7u, 1000003u}) {
+      std::vector<float> xf = sample(n, 4);
+      std::vector<T> x(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        x[i] = cp::from_float<T>(xf[i]);
+        xf[i] = cp::to_float(x[i]); // the values the codec sees
+      }
+      for (const cp::sign& c : {mean_abs_tensor, rms_tensor}) {
+        CAPTURE(n);
+        const auto p = encode_vec(c, x);
+        CHECK(p.size() == 64 + (n > 0 ? 4 : 0) + (n + 7) / 8);
+        std::vector<T> y(n);
+        cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), std::span(y));
+        const float s = n > 0 ? reference_scale(xf, 0, n, c.scale) : 0.0f;
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < n; ++i)
+          wrong += y[i] == cp::from_float<T>(xf[i] < 0.0f ? -s : s) ? 0u : 1u;
+        CHECK(wrong == 0);
+      }
+    }
+  }
+
+  TEST_CASE("sign: decode_accumulate adds weight * decoded and roundtrip equals "
+            "decode(encode)") {
+    const std::size_t n = 10007;
+    auto x = sample(n, 5);
+    x[10] = 0.0f;
+    x[11] = -0.0f;
+    for (const cp::sign& c :
+         {mean_abs_tensor, rms_tensor,
+          cp::sign{.granularity = cp::sign_granularity::block, .block = 100}}) {
+      const auto p = encode_vec(c, x);
+      const auto y = decode_vec(c, p, n);
+      std::vector<float> acc(n);
+      for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<float>(i % 5) - 2.0f;
+      const auto acc0 = acc;
+      cp::decode_accumulate(cp::cpu::seq, c, std::span<const std::byte>(p), std::span(acc), 0.75f);
+      for (std::size_t i = 0; i < n; ++i) REQUIRE(acc[i] == acc0[i] + 0.75f * y[i]);
+      std::vector<float> z = x;
+      cp::roundtrip(cp::cpu::seq, c, {}, std::span(z), {});
+      CHECK(std::memcmp(z.data(), y.data(), n * sizeof(float)) == 0);
+    }
+  }
+
+  TEST_CASE("sign: a non-finite input makes its group NaN under propagate and 0 otherwise") {
+    std::vector<float> x = {1.0f, -2.0f, 3.0f, -4.0f, 1.0f, std::numeric_limits<float>::infinity(),
+                            -1.0f, 1.0f};
+    const cp::sign c{.granularity = cp::sign_granularity::block, .block = 4};
+    std::vector<std::byte> p(cp::max_payload_bytes(c, x.size()));
+
+    auto r = cp::encode(cp::cpu::seq, c, {.on_nonfinite = cp::nonfinite_policy::propagate},
+                        std::span<const float>(x), std::span(p));
+    CHECK(r.nonfinite == 1);
+    auto y = decode_vec(c, p, x.size());
+    CHECK(y[0] == 2.5f);
+    CHECK(y[3] == -2.5f);
+    for (std::size_t i = 4; i < 8; ++i) CHECK(std::isnan(y[i]));
+
+    r = cp::encode(cp::cpu::seq, c, {.on_nonfinite = cp::nonfinite_policy::zero_and_count},
+                   std::span<const float>(x), std::span(p));
+    CHECK(r.nonfinite == 1);
+    y = decode_vec(c, p, x.size());
+    CHECK(y == std::vector<float>{2.5f, -2.5f, 2.5f, -2.5f, 0.75f, 0.75f, -0.75f, 0.75f});
+
+    std::vector<float> z = x;
+    r = cp::roundtrip(cp::cpu::seq, c, {.on_nonfinite = cp::nonfinite_policy::zero_and_count},
+                      std::span(z), {});
+    CHECK(r.nonfinite == 1);
+    CHECK(z == y);
+  }
+
+  TEST_CASE("sign: refuses other configurations and codecs, and bad configurations") {
+    const auto x = sample(1000);
+    const auto p = encode_vec(mean_abs_tensor, x);
+    std::vector<float> y(x.size(), 3.0f);
+    auto code_of = [&](auto&& call) {
+      try {
+        call();
+      } catch (const cp::error& e) {
+        return e.code();
+      }
+      return cp::errc::ok;
+    };
+    for (const cp::sign& other :
+         {rms_tensor, cp::sign{.granularity = cp::sign_granularity::block, .block = 1000}})
+      CHECK(code_of([&] {
+              cp::decode(cp::cpu::seq, other, std::span<const std::byte>(p), std::span(y));
+            }) == cp::errc::codec_mismatch);
+    CHECK(code_of([&] {
+            cp::decode(cp::cpu::seq, cp::top_k{}, std::span<const std::byte>(p), std::span(y));
+          }) == cp::errc::codec_mismatch);
+    for (float v : y) REQUIRE(v == 3.0f);
+
+    std::vector<std::byte> out(8192);
+    for (const cp::sign& bad :
+         {cp::sign{.granularity = cp::sign_granularity::block, .block = 0},
+          cp::sign{.granularity = cp::sign_granularity::tensor, .block = 64},
+          cp::sign{.granularity = static_cast<cp::sign_granularity>(2)},
+          cp::sign{.scale = static_cast<cp::sign_scale>(2)}}) {
+      CHECK(bad.can_implement(x.size()).code == cp::errc::invalid_argument);
+      CHECK(code_of([&] {
+              cp::encode(cp::cpu::seq, bad, {}, std::span<const float>(x), std::span(out));
+            }) == cp::errc::invalid_argument);
+    }
+  }
+}
