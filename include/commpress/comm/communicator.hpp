@@ -22,9 +22,11 @@ namespace detail {
 
 /// @brief Throws the exception every communicator adapter raises:
 /// `std::runtime_error("commpress: <component>: <what>")`.
-/// @note Single switch point: once include/commpress/core/error.hpp is final, replace the body
-/// with `detail::throw_error(errc::..., component, what)` (commpress::error derives from
-/// std::runtime_error, so callers catching std::runtime_error keep working).
+/// @note Single switch point to the core error type: once include/commpress/core/error.hpp is
+/// final, make the body `detail::throw_error(code, component, what)` (commpress::error derives
+/// from std::runtime_error, so callers catching std::runtime_error keep working). That needs an
+/// `errc` parameter here (invalid_argument / size_mismatch for preconditions, and a new code
+/// for transport failures, which errc lacks today) and appends " (<errc>)" to messages.
 [[noreturn]] inline void comm_fail(const char* component, const std::string& what) {
   throw std::runtime_error(std::string("commpress: ") + component + ": " + what);
 }
@@ -103,7 +105,10 @@ void sum_in_rank_order(const T* gathered, std::size_t n, int size, T* out) {
 /// Implemented with `all_gather` in chunks of at most `chunk_elems` elements per rank, so it
 /// needs `size() * chunk_elems` elements of scratch and moves `size()` times more data than a
 /// ring all-reduce. Host communicators only.
+/// @param comm a host communicator; every rank calls this with the same count and chunk.
+/// @param inout this rank's addend on entry, the sum on return.
 /// @param chunk_elems elements per rank gathered per round; must be > 0.
+/// @throws std::runtime_error when `chunk_elems == 0`, or whatever `comm.all_gather` throws.
 template <communicator C, class T>
   requires(!uses_device_buffers_v<C> && (std::same_as<T, float> || std::same_as<T, double>))
 void all_reduce_sum_ordered(C& comm, std::span<T> inout, std::size_t chunk_elems = 1u << 20) {

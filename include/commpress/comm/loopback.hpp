@@ -50,6 +50,8 @@ public:
 ///
 /// Thread safety: each `loopback_communicator` is used by one thread at a time; different
 /// communicators of one world are used concurrently.
+/// @throws std::runtime_error ("commpress: loopback: ...") from operations on argument errors,
+/// collective mismatches and timeouts; `loopback_aborted` once the world is aborted.
 class loopback_world {
 public:
   /// @brief A world of `size >= 1` workers.
@@ -274,7 +276,8 @@ public:
                 ok ? nullptr : "all.size() != size() * mine.size()"},
         [&](const std::vector<loopback_world::slot>& view) {
           if (n == 0) return;
-          for (std::size_t r = 0; r < view.size(); ++r) std::memcpy(all.data() + r * n, view[r].in, n);
+          for (std::size_t r = 0; r < view.size(); ++r)
+            std::memcpy(all.data() + r * n, view[r].in, n);
         },
         [] {});
   }
