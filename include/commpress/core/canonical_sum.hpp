@@ -40,28 +40,49 @@ inline constexpr unsigned canonical_lanes = 32;
 /// @brief Terms per chunk of canonical_chunked_sum.
 inline constexpr std::uint64_t canonical_chunk = 32768;
 
+namespace detail {
+/// The fixed tree that folds the 32 lanes: lane[j] += lane[j + w] for w = 16, 8, 4, 2, 1.
+COMMPRESS_HOST_DEVICE inline double fold_lanes(double (&lane)[canonical_lanes]) {
+  for (unsigned w = canonical_lanes / 2; w > 0; w /= 2)
+    for (unsigned j = 0; j < w; ++j) lane[j] += lane[j + w];
+  return lane[0];
+}
+} // namespace detail
+
 /// @brief Sum of term(0) .. term(m - 1) in the canonical 32-lane order (see the file comment).
 /// @param term callable `double(std::uint64_t i)`, called once per i in increasing order
+// Host-only callables are fine on the host: nvcc's host/device check is off for this template
+// (as Thrust does for its algorithms), the device instantiation needs a device callable.
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable
+#endif
 template <class Term>
 COMMPRESS_HOST_DEVICE double canonical_sum(std::uint64_t m, Term&& term) {
   double lane[canonical_lanes] = {};
   for (std::uint64_t i = 0; i < m; ++i) lane[i % canonical_lanes] += term(i);
-  for (unsigned w = canonical_lanes / 2; w > 0; w /= 2)
-    for (unsigned j = 0; j < w; ++j) lane[j] += lane[j + w];
-  return lane[0];
+  return detail::fold_lanes(lane);
 }
 
 /// @brief Canonical sum of the canonical sums of consecutive chunks of canonical_chunk terms:
 /// the order every group reduction (sign scales) uses, on every backend.
 /// @param term callable `double(std::uint64_t i)`, called once per i in increasing order
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable
+#endif
 template <class Term>
 COMMPRESS_HOST_DEVICE double canonical_chunked_sum(std::uint64_t m, Term&& term) {
+  // Written without nested lambdas: nvcc 13 rejects (or crashes on) a host callable reached
+  // through a lambda inside a host-device template.
+  double lane[canonical_lanes] = {};
   const std::uint64_t chunks = (m + canonical_chunk - 1) / canonical_chunk;
-  return canonical_sum(chunks, [&](std::uint64_t c) {
+  for (std::uint64_t c = 0; c < chunks; ++c) {
     const std::uint64_t first = c * canonical_chunk;
     const std::uint64_t len = m - first < canonical_chunk ? m - first : canonical_chunk;
-    return canonical_sum(len, [&](std::uint64_t i) { return term(first + i); });
-  });
+    double inner[canonical_lanes] = {};
+    for (std::uint64_t i = 0; i < len; ++i) inner[i % canonical_lanes] += term(first + i);
+    lane[c % canonical_lanes] += detail::fold_lanes(inner);
+  }
+  return detail::fold_lanes(lane);
 }
 
 } // namespace commpress
