@@ -1,0 +1,588 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// Transport-independent checks of the compressed collectives and stage channels, shared by
+/// the loopback test (ranks as threads) and the MPI test (ranks as processes).
+///
+/// Every rank's input is a function of (rank, step, index), so each rank can replay the whole
+/// algorithm in one process, with replica feedback states of every rank, by calling the
+/// pipeline's encode / decode / decode_accumulate directly: that replay is the single-process
+/// reference each rank compares its own outputs with, bit for bit. Each check is a collective
+/// that every rank enters in the same order; failures come back as strings so the caller can
+/// assert on them (on the main thread for the loopback).
+
+#include <commpress/collective/collective.hpp>
+#include <commpress/comm/communicator.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace commpress::test {
+
+namespace cp = commpress;
+
+using failures = std::vector<std::string>;
+
+/// splitmix64.
+inline std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+/// A value in (-1, 1) of rank `rank` at step `step`, index `i`; salt picks the stream.
+inline float gen(int rank, std::uint64_t step, std::uint64_t i, std::uint64_t salt) {
+  const std::uint64_t h =
+      mix64(salt * 0x100000001B3ull ^ (static_cast<std::uint64_t>(rank) << 48) ^ (step << 32) ^ i);
+  return static_cast<float>(static_cast<double>(h >> 40) / 8388608.0 - 1.0);
+}
+
+/// An integer-valued input whose sums over up to 4 ranks are exact in float.
+inline float integer_value(int rank, std::uint64_t i) {
+  return static_cast<float>(
+      static_cast<int>((i * 37u + static_cast<std::uint64_t>(rank) * 11u) % 997u) - 400);
+}
+
+inline std::vector<float> inputs(int rank, std::uint64_t step, std::uint64_t n,
+                                 std::uint64_t salt) {
+  std::vector<float> v(n);
+  for (std::uint64_t i = 0; i < n; ++i)
+    v[i] = gen(rank, step, i, salt);
+  return v;
+}
+
+inline bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
+}
+
+/// Collective: true on every rank iff every rank holds the same bytes (same size assumed).
+template <class Comm> bool same_on_all_ranks(Comm& comm, std::span<const float> x) {
+  const auto n = static_cast<std::size_t>(comm.size());
+  std::vector<float> all(x.size() * n);
+  comm.all_gather(std::as_bytes(x), std::as_writable_bytes(std::span<float>(all)));
+  for (std::size_t r = 0; r < n; ++r)
+    if (!same_bits(std::span<const float>(all).subspan(r * x.size(), x.size()), x))
+      return false;
+  return true;
+}
+
+inline std::string where(const char* name, int rank, std::uint64_t n, std::uint64_t step) {
+  return std::string(name) + " (rank " + std::to_string(rank) + ", n " + std::to_string(n) +
+         ", step " + std::to_string(step) + ")";
+}
+
+// --- all-reduce (sum-compatible codecs) -----------------------------------------------------
+
+/// identity: with scaling::sum the result equals `reference_sum` (the transport's all-reduce,
+/// MPI_Allreduce for MPI) exactly for integer-valued inputs, equals all_reduce_sum_ordered to the
+/// last bit with rank_ordered on wide-range inputs, and the mean is the sum times 1/N.
+template <class Comm>
+failures check_identity_all_reduce(Comm& comm,
+                                   const std::function<void(std::span<float>)>& reference_sum) {
+  failures f;
+  const int me = static_cast<int>(comm.rank());
+  const int ranks = static_cast<int>(comm.size());
+  const cp::pipeline<cp::none, cp::identity> pipe{};
+  for (const std::uint64_t n : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{1001}}) {
+    const cp::context ctx{.seed = 1, .step = 0, .tensor_id = 2};
+    std::vector<float> in(n), out(n), ref(n);
+    for (std::uint64_t i = 0; i < n; ++i)
+      in[i] = integer_value(me, i);
+    {
+      const cp::all_reduce_plan plan(pipe, n, ranks, {.scale = cp::scaling::sum});
+      auto st = plan.make_state();
+      std::vector<std::byte> ws(plan.workspace_bytes());
+      cp::all_reduce_compressed(comm, cp::cpu::seq, plan, st, ctx, in, out, ws);
+      ref = in;
+      reference_sum(ref);
+      if (!same_bits(out, ref))
+        f.push_back(where("identity all_reduce != transport sum", me, n, 0));
+      // The mean: the same sum times 1/N, one rounding.
+      const cp::all_reduce_plan mean_plan(pipe, n, ranks);
+      std::vector<std::byte> ws2(mean_plan.workspace_bytes());
+      cp::all_reduce_compressed(comm, cp::cpu::seq, mean_plan, st, ctx, in, out, ws2);
+      const float w = 1.0f / static_cast<float>(ranks);
+      for (auto& v : ref)
+        v = v * w;
+      if (!same_bits(out, ref))
+        f.push_back(where("identity all_reduce mean != sum * 1/N", me, n, 0));
+    }
+    {
+      // Wide-range values: the rounding depends on the order; rank_ordered fixes it.
+      for (std::uint64_t i = 0; i < n; ++i)
+        in[i] = std::ldexp(gen(me, 0, i, 11), static_cast<int>(mix64(i + 7u * me) % 40) - 20);
+      const cp::all_reduce_plan plan(
+          pipe, n, ranks, {.scale = cp::scaling::sum, .rank_ordered = true, .ordered_chunk = 100});
+      auto st = plan.make_state();
+      std::vector<std::byte> ws(plan.workspace_bytes());
+      cp::all_reduce_compressed(comm, cp::cpu::seq, plan, st, ctx, in, out, ws);
+      ref = in;
+      cp::all_reduce_sum_ordered(comm, std::span<float>(ref));
+      if (!same_bits(out, ref))
+        f.push_back(where("identity rank_ordered all_reduce != all_reduce_sum_ordered", me, n, 0));
+      if (!same_on_all_ranks(comm, out))
+        f.push_back(where("identity results differ", me, n, 0));
+    }
+  }
+  return f;
+}
+
+/// random_k with a shared stream and error feedback: every rank gets the same bits, equal to
+/// a replay that encodes every rank's input with a replica EF state, decodes each payload and
+/// adds the decoded tensors in rank order, times 1/N. The worker state matches its replica.
+/// Mismatched streams are refused on every rank.
+template <class Comm> failures check_random_k_all_reduce(Comm& comm) {
+  failures f;
+  const int me = static_cast<int>(comm.rank());
+  const int ranks = static_cast<int>(comm.size());
+  for (const cp::dtype values : {cp::dtype::f32, cp::dtype::f16}) {
+    const cp::pipeline<cp::ef, cp::random_k> pipe{{}, {.fraction = 0.1f, .values = values}};
+    const std::uint64_t n = 997;
+    const cp::all_reduce_plan plan(pipe, n, ranks, {.rank_ordered = true});
+    auto st = plan.make_state();
+    std::vector<std::byte> ws(plan.workspace_bytes());
+    std::vector<cp::ef_state> replica(static_cast<std::size_t>(ranks), pipe.make_state(n));
+    std::vector<std::byte> payload(pipe.max_payload_bytes(n)), pws(pipe.workspace_bytes(n));
+    for (std::uint64_t t = 0; t < 4; ++t) {
+      const cp::context ctx{.seed = 42, .step = t, .tensor_id = 9};
+      const auto in = inputs(me, t, n, 3);
+      std::vector<float> out(n);
+      const auto res = cp::all_reduce_compressed(comm, cp::cpu::seq, plan, st, ctx, in, out, ws);
+      if (res.payload_bytes != plan.payload_bytes())
+        f.push_back(where("random_k payload bytes", me, n, t));
+      std::vector<float> sum(n), dec(n);
+      for (int r = 0; r < ranks; ++r) {
+        const auto g = inputs(r, t, n, 3);
+        cp::encode(cp::cpu::seq, pipe, replica[static_cast<std::size_t>(r)], ctx,
+                   std::span<const float>(g), std::span(payload), std::span(pws));
+        cp::decode(cp::cpu::seq, pipe.codec, std::span<const std::byte>(payload), std::span(dec));
+        for (std::uint64_t i = 0; i < n; ++i)
+          sum[i] = r == 0 ? dec[i] : sum[i] + dec[i];
+      }
+      const float w = 1.0f / static_cast<float>(ranks);
+      for (auto& v : sum)
+        v = v * w;
+      if (!same_bits(out, sum))
+        f.push_back(where("random_k all_reduce != replay", me, n, t));
+      if (!(st == replica[static_cast<std::size_t>(me)]))
+        f.push_back(where("random_k EF state != replica", me, n, t));
+      if (!same_on_all_ranks(comm, out))
+        f.push_back(where("random_k results differ", me, n, t));
+      // Support: exactly the k shared indices are non-zero (inputs have no zeros).
+      const auto nz = static_cast<std::uint64_t>(
+          std::count_if(out.begin(), out.end(), [](float v) { return v != 0.0f; }));
+      if (nz != plan.values())
+        f.push_back(where("random_k support != k", me, n, t));
+    }
+    // A rank on another step would sum values of other indices: every rank refuses.
+    const cp::context odd{
+        .seed = 42, .step = static_cast<std::uint64_t>(me == 0 ? 100 : 101), .tensor_id = 9};
+    const auto in = inputs(me, 0, n, 3);
+    std::vector<float> out(n);
+    bool refused = false;
+    try {
+      cp::all_reduce_compressed(comm, cp::cpu::seq, plan, st, odd, in, out, ws);
+    } catch (const cp::error& e) {
+      refused = e.code() == cp::errc::stream_mismatch;
+    }
+    if (ranks > 1 && !refused)
+      f.push_back(where("mismatched streams not refused", me, n, 0));
+  }
+  return f;
+}
+
+// --- all-gather aggregation --------------------------------------------------------------------
+
+template <class Comm, class Pipe>
+void all_gather_case(Comm& comm, failures& f, const Pipe& pipe, std::uint64_t n, const char* name,
+                     std::uint64_t max_support_per_rank = 0) {
+  const int me = static_cast<int>(comm.rank());
+  const int ranks = static_cast<int>(comm.size());
+  const cp::all_gather_plan plan(pipe, n, ranks);
+  auto st = plan.make_state();
+  std::vector<std::byte> ws(plan.workspace_bytes());
+  std::vector<cp::collective_state_t<Pipe>> replica(static_cast<std::size_t>(ranks),
+                                                    pipe.make_state(n));
+  std::vector<std::byte> payload(pipe.max_payload_bytes(n)), pws(pipe.workspace_bytes(n));
+  const float w = 1.0f / static_cast<float>(ranks);
+  for (std::uint64_t t = 0; t < 3; ++t) {
+    const cp::context ctx{.seed = 5, .step = t, .tensor_id = 1};
+    const auto in = inputs(me, t, n, 17);
+    std::vector<float> out(n);
+    const auto res = cp::all_gather_compressed(comm, cp::cpu::seq, plan, st, ctx, in, out, ws);
+    if (res.wire_bytes != static_cast<std::size_t>(ranks - 1) * payload.size())
+      f.push_back(where(name, me, n, t) + ": wire bytes");
+    std::vector<float> ref(n, 0.0f);
+    for (int r = 0; r < ranks; ++r) {
+      const auto g = inputs(r, t, n, 17);
+      cp::encode(cp::cpu::seq, pipe, replica[static_cast<std::size_t>(r)], ctx,
+                 std::span<const float>(g), std::span(payload), std::span(pws));
+      cp::decode_accumulate(cp::cpu::seq, pipe, std::span<const std::byte>(payload), std::span(ref),
+                            w);
+    }
+    if (!same_bits(out, ref))
+      f.push_back(where(name, me, n, t) + ": != replay");
+    if (!(st == replica[static_cast<std::size_t>(me)]))
+      f.push_back(where(name, me, n, t) + ": EF state != replica");
+    if (!same_on_all_ranks(comm, out))
+      f.push_back(where(name, me, n, t) + ": ranks differ");
+    if (max_support_per_rank > 0) {
+      const auto nz = static_cast<std::uint64_t>(
+          std::count_if(out.begin(), out.end(), [](float v) { return v != 0.0f; }));
+      if (nz > static_cast<std::uint64_t>(ranks) * max_support_per_rank || nz == 0)
+        f.push_back(where(name, me, n, t) + ": support " + std::to_string(nz) + " > N * k");
+    }
+  }
+}
+
+/// top_k (A3: support <= N * k), sign, per-rank-scale quantize, cast and identity through
+/// the all-gather path equal the single-process replay; identity with scaling::sum on integer
+/// inputs is the exact sum.
+template <class Comm> failures check_all_gather(Comm& comm) {
+  failures f;
+  const int me = static_cast<int>(comm.rank());
+  const int ranks = static_cast<int>(comm.size());
+  all_gather_case(comm, f, cp::pipeline<cp::ef, cp::top_k>{{}, {.count = 25}}, 1001,
+                  "all_gather ef+top_k", 25);
+  all_gather_case(
+      comm, f,
+      cp::pipeline<cp::ef, cp::sign>{
+          {},
+          {.granularity = cp::sign_granularity::block, .block = 64, .scale = cp::sign_scale::rms}},
+      1001, "all_gather ef+sign");
+  all_gather_case(comm, f, cp::pipeline<cp::none, cp::quantize>{{}, {.bits = 4, .group = 100}},
+                  1001, "all_gather quantize");
+  all_gather_case(comm, f, cp::pipeline<cp::none, cp::cast>{{}, {.to = cp::dtype::bf16}}, 1001,
+                  "all_gather cast");
+  {
+    const std::uint64_t n = 333;
+    const cp::pipeline<cp::none, cp::identity> pipe{};
+    const cp::all_gather_plan plan(pipe, n, ranks, {.scale = cp::scaling::sum});
+    auto st = plan.make_state();
+    std::vector<std::byte> ws(plan.workspace_bytes());
+    std::vector<float> in(n), out(n);
+    for (std::uint64_t i = 0; i < n; ++i)
+      in[i] = integer_value(me, i);
+    cp::all_gather_compressed(comm, cp::cpu::seq, plan, st, {}, in, out, ws);
+    bool exact = true;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      float s = 0.0f;
+      for (int r = 0; r < ranks; ++r)
+        s += integer_value(r, i);
+      exact = exact && out[i] == s;
+    }
+    if (!exact)
+      f.push_back(where("all_gather identity sum not exact", me, n, 0));
+  }
+  return f;
+}
+
+// --- sharded two-EF-point path -------------------------------------------------------------------
+
+/// The chunk length of owner j, computed independently of chunk_layout.
+inline std::uint64_t ref_chunk(std::uint64_t n, int ranks, std::uint64_t align) {
+  const std::uint64_t even = (n + static_cast<std::uint64_t>(ranks) - 1) / ranks;
+  return (even + align - 1) / align * align;
+}
+
+template <class Comm, class W, class S>
+void sharded_case(Comm& comm, failures& f, const W& worker, const S& server, std::uint64_t n,
+                  std::uint64_t align, const char* name, int steps, bool telescoping) {
+  const int me = static_cast<int>(comm.rank());
+  const int ranks = static_cast<int>(comm.size());
+  const cp::sharded_plan<W, S> plan(worker, server, n, ranks);
+  const std::uint64_t c = ref_chunk(n, ranks, align);
+  if (plan.layout().chunk != c)
+    f.push_back(where(name, me, n, 0) + ": chunk length");
+  const auto off = [&](int j) { return std::min(n, static_cast<std::uint64_t>(j) * c); };
+  const auto len = [&](int j) { return std::min(n, off(j) + c) - off(j); };
+  if (plan.shard_size(me) != len(me))
+    f.push_back(where(name, me, n, 0) + ": shard size");
+
+  auto st = plan.make_state(me);
+  std::vector<std::byte> ws(plan.workspace_bytes());
+  std::vector<typename cp::sharded_plan<W, S>::state_type> rep;
+  for (int r = 0; r < ranks; ++r)
+    rep.push_back(plan.make_state(r));
+  const float w = 1.0f / static_cast<float>(ranks);
+
+  std::vector<double> sum_out(n, 0.0), sum_mean(n, 0.0);
+  double gmax = 0.0;
+  for (int t = 0; t < steps; ++t) {
+    const auto tt = static_cast<std::uint64_t>(t);
+    const cp::context ctx{.seed = 77, .step = tt, .tensor_id = 4};
+    const auto in = inputs(me, tt, n, 29);
+    std::vector<float> out(n), shard(len(me));
+    // The reduce-scatter half alone (FSDP path) on a copy of the state, then the full path.
+    auto st_rs = st;
+    cp::reduce_scatter_compressed(comm, cp::cpu::seq, plan, st_rs, ctx, in, shard, ws);
+    cp::sharded_all_reduce_compressed(comm, cp::cpu::seq, plan, st, ctx, in, out, ws);
+
+    // Replay: every rank encodes every chunk; owners average in rank order, re-encode, and
+    // everyone decodes every owner's payload.
+    std::vector<float> ref(n);
+    std::vector<std::vector<std::byte>> sent(static_cast<std::size_t>(ranks * ranks));
+    for (int r = 0; r < ranks; ++r) {
+      const auto g = inputs(r, tt, n, 29);
+      for (std::uint64_t i = 0; i < n; ++i) {
+        sum_mean[i] += static_cast<double>(g[i]) / ranks;
+        gmax = std::max(gmax, std::fabs(static_cast<double>(g[i])));
+      }
+      for (int j = 0; j < ranks; ++j) {
+        auto& p = sent[static_cast<std::size_t>(r * ranks + j)];
+        p.resize(worker.max_payload_bytes(len(j)));
+        std::vector<std::byte> pws(worker.workspace_bytes(len(j)));
+        cp::encode(cp::cpu::seq, worker,
+                   rep[static_cast<std::size_t>(r)].worker[static_cast<std::size_t>(j)], ctx,
+                   std::span<const float>(g).subspan(off(j), len(j)), std::span(p), std::span(pws));
+      }
+    }
+    for (int j = 0; j < ranks; ++j) {
+      std::vector<float> avg(len(j), 0.0f);
+      for (int r = 0; r < ranks; ++r)
+        cp::decode_accumulate(
+            cp::cpu::seq, worker,
+            std::span<const std::byte>(sent[static_cast<std::size_t>(r * ranks + j)]),
+            std::span(avg), w);
+      if (j == me && !same_bits(shard, avg))
+        f.push_back(where(name, me, n, tt) + ": reduce-scatter shard != replay");
+      std::vector<std::byte> q(server.max_payload_bytes(len(j))),
+          sws(server.workspace_bytes(len(j)));
+      cp::encode(cp::cpu::seq, server, rep[static_cast<std::size_t>(j)].server, ctx,
+                 std::span<const float>(avg), std::span(q), std::span(sws));
+      cp::decode(cp::cpu::seq, server.codec, std::span<const std::byte>(q),
+                 std::span(ref).subspan(off(j), len(j)));
+    }
+    if (!same_bits(out, ref))
+      f.push_back(where(name, me, n, tt) + ": output != replay");
+    if (!same_on_all_ranks(comm, out))
+      f.push_back(where(name, me, n, tt) + ": ranks differ");
+    const auto& mine = rep[static_cast<std::size_t>(me)];
+    bool states = st.server == mine.server;
+    for (int j = 0; j < ranks; ++j)
+      states = states &&
+               st.worker[static_cast<std::size_t>(j)] == mine.worker[static_cast<std::size_t>(j)];
+    if (!states)
+      f.push_back(where(name, me, n, tt) + ": EF states != replica");
+    for (std::uint64_t i = 0; i < n; ++i)
+      sum_out[i] += out[i];
+  }
+  if constexpr (std::same_as<typename W::feedback_type, cp::ef> &&
+                std::same_as<typename S::feedback_type, cp::ef>) {
+    if (!telescoping)
+      return;
+    // E8: sum_t out_t = sum_t mean_i g_i,t - (mean_i e_w,i,T + e_s,T), chunk by chunk.
+    double worst = 0.0, lossy = 0.0;
+    for (int j = 0; j < ranks; ++j) {
+      for (std::uint64_t k = 0; k < len(j); ++k) {
+        const std::uint64_t i = off(j) + k;
+        double ew = 0.0;
+        for (int r = 0; r < ranks; ++r)
+          ew += static_cast<double>(rep[static_cast<std::size_t>(r)]
+                                        .worker[static_cast<std::size_t>(j)]
+                                        .residual()[k]) /
+                ranks;
+        const double es =
+            static_cast<double>(rep[static_cast<std::size_t>(j)].server.residual()[k]);
+        worst = std::max(worst, std::fabs(sum_out[i] - (sum_mean[i] - (ew + es))));
+        lossy = std::max(lossy, std::fabs(sum_out[i] - sum_mean[i]));
+      }
+    }
+    // Float rounding of the EF updates and of the 1/N weights: a few ulps per step.
+    const double tol = 1e-5 * gmax * steps;
+    if (!(worst <= tol))
+      f.push_back(where(name, me, n, 0) + ": E8 telescoping off by " + std::to_string(worst));
+    if (n > 0 && !(lossy > 100 * tol))
+      f.push_back(where(name, me, n, 0) + ": compression was lossless; E8 checks nothing");
+  }
+}
+
+/// The sharded path: replay-exact shards (FSDP half) and outputs, identical bits on every
+/// rank, EF states equal to the replica's, E8 telescoping, sizes that do not divide by N or by
+/// the block (A2), empty trailing chunks, identity = exact sum.
+template <class Comm> failures check_sharded(Comm& comm) {
+  failures f;
+  const int me = static_cast<int>(comm.rank());
+  const int ranks = static_cast<int>(comm.size());
+  const cp::pipeline<cp::ef, cp::sign> sgn{
+      {}, {.granularity = cp::sign_granularity::block, .block = 32, .scale = cp::sign_scale::rms}};
+  const cp::pipeline<cp::ef, cp::quantize> q8{{}, {.bits = 8, .group = 64}};
+  const cp::pipeline<cp::ef, cp::top_k> tk{{}, {.fraction = 0.2f}};
+  for (const std::uint64_t n : {std::uint64_t{1003}, std::uint64_t{5}, std::uint64_t{1}}) {
+    sharded_case(comm, f, sgn, sgn, n, 32, "sharded ef+sign", 12, n > 5);
+    sharded_case(comm, f, sgn, q8, n, 64, "sharded ef+sign / ef+quantize8", 12, n > 5);
+    sharded_case(comm, f, tk, tk, n, 1, "sharded ef+top_k", 12, n > 5);
+  }
+  // Identity at both points, scaling::sum, integer inputs: the exact sum (E8, identity).
+  {
+    const cp::pipeline<cp::none, cp::identity> id{};
+    const std::uint64_t n = 1001;
+    const cp::sharded_plan plan(id, n, ranks, {.scale = cp::scaling::sum});
+    auto st = plan.make_state(me);
+    std::vector<std::byte> ws(plan.workspace_bytes());
+    std::vector<float> in(n), out(n);
+    for (std::uint64_t i = 0; i < n; ++i)
+      in[i] = integer_value(me, i);
+    cp::sharded_all_reduce_compressed(comm, cp::cpu::seq, plan, st, {}, in, out, ws);
+    bool exact = true;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      float s = 0.0f;
+      for (int r = 0; r < ranks; ++r)
+        s += integer_value(r, i);
+      exact = exact && out[i] == s;
+    }
+    if (!exact)
+      f.push_back(where("sharded identity sum not exact", me, n, 0));
+  }
+  return f;
+}
+
+// --- stage channels ------------------------------------------------------------------------------
+
+/// Pipelines of the 3-stage test: forward 0->1 EF21 + top_k, 1->2 AQ-SGD + 4-bit quantize with
+/// sample ids, backward 2->1 EF + 8-bit quantize, 1->0 bf16 cast.
+struct stage_setup {
+  static constexpr std::uint64_t rows = 4, width = 16, n = rows * width, samples = 6;
+  cp::pipeline<cp::ef21, cp::top_k> fwd01{{}, {.fraction = 0.25f}};
+  cp::pipeline<cp::aq_sgd<cp::store_f32>, cp::quantize> fwd12{
+      {.samples = samples, .sample_size = width, .warmup_steps = 2}, {.bits = 4, .group = 16}};
+  cp::pipeline<cp::ef, cp::quantize> bwd21{{}, {.bits = 8, .group = 32}};
+  cp::pipeline<cp::none, cp::cast> bwd10{{}, {.to = cp::dtype::bf16}};
+
+  static std::vector<std::uint64_t> ids(std::uint64_t t) {
+    std::vector<std::uint64_t> v(rows);
+    for (std::uint64_t r = 0; r < rows; ++r)
+      v[r] = (t * rows + r) % samples;
+    return v;
+  }
+  static std::vector<float> batch(std::uint64_t t) {
+    // Rows are a function of the sample id, so AQ-SGD's cache sees repeated activations.
+    std::vector<float> x(n);
+    const auto id = ids(t);
+    for (std::uint64_t r = 0; r < rows; ++r)
+      for (std::uint64_t c = 0; c < width; ++c)
+        x[r * width + c] = gen(0, id[r], c, 51) + 0.01f * static_cast<float>(t % 3);
+    return x;
+  }
+  static std::vector<float> stage1(std::span<const float> a) {
+    std::vector<float> y(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i)
+      y[i] = a[i] * 0.5f + 0.25f * static_cast<float>(i % 3);
+    return y;
+  }
+  static std::vector<float> stage2_grad(std::span<const float> a, std::uint64_t t) {
+    std::vector<float> g(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i)
+      g[i] = a[i] - gen(2, t, i, 53);
+    return g;
+  }
+  static std::vector<float> stage1_grad(std::span<const float> g2) {
+    std::vector<float> g(g2.size());
+    for (std::size_t i = 0; i < g2.size(); ++i)
+      g[i] = g2[i] * 0.5f - 0.125f;
+    return g;
+  }
+};
+
+/// What each boundary delivered at each step: [step][boundary] with boundary 0 = a0 at stage 1,
+/// 1 = a1 at stage 2, 2 = g2 at stage 1, 3 = g1 at stage 0.
+using stage_trace = std::vector<std::vector<std::vector<float>>>;
+
+/// The single-process reference: the four channels as sender_end / receiver_end pairs.
+inline stage_trace stage_reference(std::uint64_t steps) {
+  const stage_setup s;
+  const auto n = stage_setup::n;
+  cp::sender_end tx01(s.fwd01, n, {.seed = 1, .tensor_id = 10});
+  cp::receiver_end rx01(s.fwd01, n, {.seed = 1, .tensor_id = 10});
+  cp::sender_end tx12(s.fwd12, n, {.seed = 2, .tensor_id = 11});
+  cp::receiver_end rx12(s.fwd12, n, {.seed = 2, .tensor_id = 11});
+  cp::sender_end tx21(s.bwd21, n, {.seed = 3, .tensor_id = 20});
+  cp::receiver_end rx21(s.bwd21, n, {.seed = 3, .tensor_id = 20});
+  cp::sender_end tx10(s.bwd10, n, {.seed = 4, .tensor_id = 21});
+  cp::receiver_end rx10(s.bwd10, n, {.seed = 4, .tensor_id = 21});
+  stage_trace trace;
+  for (std::uint64_t t = 0; t < steps; ++t) {
+    const auto ids = stage_setup::ids(t);
+    const auto x = stage_setup::batch(t);
+    const auto a0 = rx01.receive(tx01.send(x));
+    std::vector<float> r0(a0.begin(), a0.end());
+    const auto a1 = stage_setup::stage1(r0);
+    const auto ra1 = rx12.receive(tx12.send(ids, a1), ids);
+    std::vector<float> r1(ra1.begin(), ra1.end());
+    const auto g2 = stage_setup::stage2_grad(r1, t);
+    const auto rg2 = rx21.receive(tx21.send(g2));
+    std::vector<float> r2(rg2.begin(), rg2.end());
+    const auto g1 = stage_setup::stage1_grad(r2);
+    const auto rg1 = rx10.receive(tx10.send(g1));
+    trace.push_back({r0, r1, r2, std::vector<float>(rg1.begin(), rg1.end())});
+  }
+  return trace;
+}
+
+/// Three ranks run the three stages over stage_sender / stage_receiver (forward activations,
+/// backward gradients, AQ-SGD ids alongside); what each rank receives equals the
+/// single-process reference bit for bit. Needs exactly 3 ranks (others only pass through).
+template <class Comm> failures check_stage_pipeline(Comm& comm) {
+  failures f;
+  if (comm.size() != 3)
+    return f;
+  const int me = static_cast<int>(comm.rank());
+  const std::uint64_t steps = 6;
+  const auto ref = stage_reference(steps);
+  const stage_setup s;
+  const auto n = stage_setup::n;
+  const auto bad = [&](std::uint64_t t, const char* what) {
+    f.push_back(where(what, me, n, t) + ": != single-process channel");
+  };
+  if (me == 0) {
+    cp::stage_sender tx(comm, 1, 10, s.fwd01, n, {.seed = 1, .tensor_id = 10});
+    cp::stage_receiver rx(comm, 1, 21, s.bwd10, n, {.seed = 4, .tensor_id = 21});
+    for (std::uint64_t t = 0; t < steps; ++t) {
+      tx.send(stage_setup::batch(t));
+      if (!same_bits(rx.receive(), ref[t][3]))
+        bad(t, "stage 0 gradient");
+    }
+  } else if (me == 1) {
+    cp::stage_receiver rx01(comm, 0, 10, s.fwd01, n, {.seed = 1, .tensor_id = 10});
+    cp::stage_sender tx12(comm, 2, 11, s.fwd12, n, {.seed = 2, .tensor_id = 11});
+    cp::stage_receiver rx21(comm, 2, 20, s.bwd21, n, {.seed = 3, .tensor_id = 20});
+    cp::stage_sender tx10(comm, 0, 21, s.bwd10, n, {.seed = 4, .tensor_id = 21});
+    for (std::uint64_t t = 0; t < steps; ++t) {
+      const auto a0 = rx01.receive();
+      if (!same_bits(a0, ref[t][0]))
+        bad(t, "stage 1 activation");
+      tx12.send(stage_setup::ids(t), stage_setup::stage1(a0));
+      const auto g2 = rx21.receive();
+      if (!same_bits(g2, ref[t][2]))
+        bad(t, "stage 1 gradient");
+      tx10.send(stage_setup::stage1_grad(g2));
+    }
+  } else {
+    cp::stage_receiver rx12(comm, 1, 11, s.fwd12, n, {.seed = 2, .tensor_id = 11});
+    cp::stage_sender tx21(comm, 1, 20, s.bwd21, n, {.seed = 3, .tensor_id = 20});
+    for (std::uint64_t t = 0; t < steps; ++t) {
+      const auto a1 = rx12.receive();
+      const auto ids = stage_setup::ids(t);
+      if (!std::equal(ids.begin(), ids.end(), rx12.ids().begin(), rx12.ids().end()))
+        f.push_back(where("stage 2 sample ids", me, n, t));
+      if (!same_bits(a1, ref[t][1]))
+        bad(t, "stage 2 activation");
+      tx21.send(stage_setup::stage2_grad(a1, t));
+    }
+  }
+  comm.barrier();
+  return f;
+}
+
+} // namespace commpress::test
