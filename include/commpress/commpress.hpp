@@ -13,6 +13,7 @@
 #include "commpress/backend/cpu/sign.hpp"
 #include "commpress/backend/cpu/top_k.hpp"
 #include "commpress/codec_ops.hpp"
+#include "commpress/collective/collective.hpp"
 #include "commpress/compress/cast.hpp"
 #include "commpress/compress/identity.hpp"
 #include "commpress/compress/quantize.hpp"
