@@ -11,6 +11,7 @@
 #include "commpress/backend/cpu/sign.hpp"
 #include "commpress/backend/cpu/top_k.hpp"
 #include "commpress/codec_ops.hpp"
+#include "commpress/feedback/aq_sgd.hpp"
 #include "commpress/feedback/ef.hpp"
 #include "commpress/feedback/ef21.hpp"
 #include "commpress/feedback/loco.hpp"
@@ -123,6 +124,68 @@ feedback_reference loco_steps(const C& c, float beta, std::uint64_t reset_every,
   COMMPRESS_LOCO_REFERENCE(store_int4, C)
 COMMPRESS_LOCO_REFERENCE_ALL(quantize)
 COMMPRESS_LOCO_REFERENCE_ALL(top_k)
+
+namespace {
+template <class S> std::vector<float> cache_values(const aq_sgd_state<S>& st) {
+  std::vector<float> v(st.samples() * st.sample_size());
+  for (std::uint64_t id = 0; id < st.samples(); ++id)
+    st.sample(id, std::span(v).subspan(id * st.sample_size(), st.sample_size()));
+  return v;
+}
+} // namespace
+
+template <class S, class C>
+aq_sgd_reference
+aq_sgd_steps(const C& c, std::uint64_t samples, std::uint64_t sample_size,
+             std::uint64_t warmup_steps, const std::vector<std::vector<std::uint64_t>>& ids,
+             const std::vector<std::vector<float>>& inputs, nonfinite_policy policy) {
+  using ops = detail::feedback_ops<aq_sgd<S>>;
+  aq_sgd_reference r;
+  const aq_sgd<S> f{.samples = samples, .sample_size = sample_size, .warmup_steps = warmup_steps};
+  aq_sgd_state<S> sender = f.make_sender_state();
+  aq_sgd_state<S> receiver = f.make_receiver_state();
+  for (std::size_t t = 0; t < inputs.size(); ++t) {
+    const std::size_t n = inputs[t].size();
+    const context ctx{.seed = 7, .step = t, .tensor_id = 1, .on_nonfinite = policy};
+    std::vector<std::byte> ws(ops::workspace_bytes(cpu::seq, f, c, n));
+    std::vector<std::byte> out(ops::max_payload_bytes(f, c, n));
+    const step_result s =
+        ops::encode(cpu::seq, f, c, sender, ctx, std::span<const std::uint64_t>(ids[t]),
+                    std::span<const float>(inputs[t]), std::span(out), std::span(ws));
+    out.resize(s.bytes);
+    r.nonfinite += s.nonfinite;
+    r.sender_held += s.held;
+    std::vector<float> decoded(n);
+    r.receiver_held +=
+        ops::decode(cpu::seq, f, c, receiver, std::span<const std::uint64_t>(ids[t]),
+                    std::span<const std::byte>(out), std::span(decoded), std::span(ws))
+            .held;
+    r.payloads.push_back(std::move(out));
+    r.outputs.push_back(std::move(decoded));
+  }
+  r.sender = cache_values(sender);
+  r.receiver = cache_values(receiver);
+  const auto scales = [](const aq_sgd_state<S>& st) {
+    const std::span<const float> sc = st.storage().scales();
+    return std::vector<float>(sc.begin(), sc.end());
+  };
+  r.sender_scales = scales(sender);
+  r.receiver_scales = scales(receiver);
+  return r;
+}
+
+#define COMMPRESS_AQ_SGD_REFERENCE(S, C)                                                           \
+  template aq_sgd_reference aq_sgd_steps<S, C>(                                                    \
+      const C&, std::uint64_t, std::uint64_t, std::uint64_t,                                       \
+      const std::vector<std::vector<std::uint64_t>>&, const std::vector<std::vector<float>>&,      \
+      nonfinite_policy);
+#define COMMPRESS_AQ_SGD_REFERENCE_ALL(C)                                                          \
+  COMMPRESS_AQ_SGD_REFERENCE(store_f32, C)                                                         \
+  COMMPRESS_AQ_SGD_REFERENCE(store_bf16, C)                                                        \
+  COMMPRESS_AQ_SGD_REFERENCE(store_int8, C)                                                        \
+  COMMPRESS_AQ_SGD_REFERENCE(store_int4, C)
+COMMPRESS_AQ_SGD_REFERENCE_ALL(quantize)
+COMMPRESS_AQ_SGD_REFERENCE_ALL(top_k)
 
 #define COMMPRESS_CPU_REFERENCE(C, T)                                                              \
   template cpu_reference_result<T> cpu_reference<C, T>(                                            \

@@ -59,6 +59,27 @@ feedback_reference loco_steps(const C& c, float beta, std::uint64_t reset_every,
                               const std::vector<std::vector<float>>& inputs,
                               nonfinite_policy policy);
 
+/// A run of AQ-SGD steps on the CPU (feedback/aq_sgd.hpp): sender encode then receiver decode.
+struct aq_sgd_reference {
+  std::vector<std::vector<std::byte>> payloads; ///< one per step, exactly the bytes written
+  std::vector<std::vector<float>> outputs;      ///< the receiver's output per step
+  std::vector<float> sender;                    ///< the sender's cache at the end, every sample
+  std::vector<float> receiver;                  ///< the receiver's cache at the end
+  std::vector<float> sender_scales;             ///< store_int scales of the sender's cache
+  std::vector<float> receiver_scales;           ///< store_int scales of the receiver's cache
+  std::size_t nonfinite = 0;                    ///< summed over the sender steps
+  std::size_t sender_held = 0;                  ///< summed over the sender steps
+  std::size_t receiver_held = 0;                ///< summed over the receiver steps
+};
+
+/// AQ-SGD steps with cache storage S: step t sends inputs[t] (rows of ids[t]) with
+/// context{seed 7, step t, tensor 1, policy}.
+template <class S, class C>
+aq_sgd_reference
+aq_sgd_steps(const C& c, std::uint64_t samples, std::uint64_t sample_size,
+             std::uint64_t warmup_steps, const std::vector<std::vector<std::uint64_t>>& ids,
+             const std::vector<std::vector<float>>& inputs, nonfinite_policy policy);
+
 /// Runs every CPU entry point of codec c on x.
 template <class C, class T>
 cpu_reference_result<T> cpu_reference(const C& c, const context& ctx, const std::vector<T>& x,
@@ -95,6 +116,20 @@ COMMPRESS_FEEDBACK_REFERENCE(top_k)
   COMMPRESS_LOCO_REFERENCE(store_int4, C)
 COMMPRESS_LOCO_REFERENCE_ALL(quantize)
 COMMPRESS_LOCO_REFERENCE_ALL(top_k)
+#define COMMPRESS_AQ_SGD_REFERENCE(S, C)                                                           \
+  extern template aq_sgd_reference aq_sgd_steps<S, C>(                                             \
+      const C&, std::uint64_t, std::uint64_t, std::uint64_t,                                       \
+      const std::vector<std::vector<std::uint64_t>>&, const std::vector<std::vector<float>>&,      \
+      nonfinite_policy);
+#define COMMPRESS_AQ_SGD_REFERENCE_ALL(C)                                                          \
+  COMMPRESS_AQ_SGD_REFERENCE(store_f32, C)                                                         \
+  COMMPRESS_AQ_SGD_REFERENCE(store_bf16, C)                                                        \
+  COMMPRESS_AQ_SGD_REFERENCE(store_int8, C)                                                        \
+  COMMPRESS_AQ_SGD_REFERENCE(store_int4, C)
+COMMPRESS_AQ_SGD_REFERENCE_ALL(quantize)
+COMMPRESS_AQ_SGD_REFERENCE_ALL(top_k)
+#undef COMMPRESS_AQ_SGD_REFERENCE_ALL
+#undef COMMPRESS_AQ_SGD_REFERENCE
 #undef COMMPRESS_LOCO_REFERENCE_ALL
 #undef COMMPRESS_LOCO_REFERENCE
 #undef COMMPRESS_FEEDBACK_REFERENCE

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "commpress/backend/cuda/aq_sgd.cuh"
 #include "commpress/backend/cuda/cast.cuh"
 #include "commpress/backend/cuda/codec_ops.cuh"
 #include "commpress/backend/cuda/feedback.cuh"
@@ -489,5 +490,106 @@ TEST_SUITE("cuda") {
     check_loco_storage<cp::store_bf16>();
     check_loco_storage<cp::store_int8>();
     check_loco_storage<cp::store_int4>();
+  }
+}
+
+namespace {
+
+/// AQ-SGD steps on the CPU and the device with cache storage S (algorithms.md 4.1): a shuffled
+/// id order with revisits across steps and a repeated id inside one batch, a warm-up step and
+/// NaN/Inf inputs; every payload, every receiver output and both final caches (values and
+/// store_int scales) must match the CPU bit for bit, as must the non-finite and held counts.
+template <class S, class C> void check_aq_sgd(const C& c, cp::nonfinite_policy policy) {
+  constexpr std::uint64_t samples = 9;
+  constexpr std::uint64_t len = 301; // odd: int4's padding nibble, a partial 128-block
+  const std::vector<std::vector<std::uint64_t>> ids = {
+      {4, 0, 7, 2, 8}, {2, 4, 1, 4, 6}, {7, 3, 2, 0, 5}, {5, 8, 4, 1, 3}};
+  std::vector<std::vector<float>> inputs;
+  for (std::uint64_t t = 0; t < ids.size(); ++t)
+    inputs.push_back(make_input<float>(ids[t].size() * len, 500 + t, t == 2));
+  const cp::test::aq_sgd_reference ref =
+      cp::test::aq_sgd_steps<S>(c, samples, len, 1, ids, inputs, policy);
+  // The CPU reference itself: both caches agree, and the steps changed them.
+  REQUIRE(ref.payloads.size() == ids.size());
+  CHECK(same_bits(ref.sender, ref.receiver));
+  CHECK(same_bits(ref.sender_scales, ref.receiver_scales));
+  bool moved = false;
+  for (float v : ref.sender)
+    moved = moved || v != 0.0f;
+  CHECK(moved);
+  CHECK(ref.payloads[0].size() != ref.payloads[1].size()); // warm-up sends uncompressed
+  CHECK(ref.nonfinite > 0);
+  if (!cp::test::has_gpu())
+    return;
+  const cp::cuda::par_t par = cp::cuda::par;
+  const cp::aq_sgd<S> f{.samples = samples, .sample_size = len, .warmup_steps = 1};
+  const std::size_t n = ids[0].size() * len;
+  device_buffer<std::byte> d_sw(std::vector<std::byte>(cp::cuda::aq_sgd_cache_word_bytes(f)));
+  device_buffer<float> d_ss(std::vector<float>(cp::cuda::aq_sgd_cache_scales(f), 0.0f));
+  device_buffer<std::byte> d_rw(std::vector<std::byte>(cp::cuda::aq_sgd_cache_word_bytes(f)));
+  device_buffer<float> d_rs(std::vector<float>(cp::cuda::aq_sgd_cache_scales(f), 0.0f));
+  const cp::cuda::aq_sgd_cache<S> sender{std::span(d_sw.data(), d_sw.size()),
+                                         std::span(d_ss.data(), d_ss.size())};
+  const cp::cuda::aq_sgd_cache<S> receiver{std::span(d_rw.data(), d_rw.size()),
+                                           std::span(d_rs.data(), d_rs.size())};
+  device_buffer<std::byte> d_payload(
+      cp::detail::feedback_ops<cp::aq_sgd<S>>::max_payload_bytes(f, c, n));
+  device_buffer<std::byte> d_ws(cp::cuda::aq_sgd_workspace_bytes(par, f, c, n));
+  device_buffer<float> d_out(n);
+  device_buffer<cp::cuda::device_status> d_status(1);
+  device_buffer<cp::cuda::device_status> d_rstatus(1);
+  cp::cuda::clear_status_async(d_status.data(), nullptr);
+  cp::cuda::clear_status_async(d_rstatus.data(), nullptr);
+  for (std::size_t t = 0; t < ids.size(); ++t) {
+    CAPTURE(t);
+    const cp::context ctx{.seed = 7, .step = t, .tensor_id = 1, .on_nonfinite = policy};
+    device_buffer<std::uint64_t> d_ids(ids[t]);
+    device_buffer<float> d_in(inputs[t]);
+    const std::span<const std::uint64_t> id_span(d_ids.data(), d_ids.size());
+    const std::size_t bytes =
+        cp::cuda::aq_sgd_encode(par, f, c, ctx, id_span, std::span<const float>(d_in.data(), n),
+                                sender, std::span(d_payload.data(), d_payload.size()),
+                                std::span(d_ws.data(), d_ws.size()), d_status.data());
+    std::vector<std::byte> payload = d_payload.to_host();
+    payload.resize(bytes);
+    CHECK(first_difference(payload, ref.payloads[t]) == -1);
+    cp::cuda::aq_sgd_decode(
+        par, f, c, t, id_span, std::span<const std::byte>(d_payload.data(), bytes), receiver,
+        std::span(d_out.data(), n), std::span(d_ws.data(), d_ws.size()), d_rstatus.data());
+    CHECK(same_bits(d_out.to_host(), ref.outputs[t]));
+  }
+  device_buffer<float> d_values(samples * len);
+  cp::cuda::aq_sgd_cache_values(par, f, sender, std::span(d_values.data(), d_values.size()));
+  CHECK(same_bits(d_values.to_host(), ref.sender));
+  cp::cuda::aq_sgd_cache_values(par, f, receiver, std::span(d_values.data(), d_values.size()));
+  CHECK(same_bits(d_values.to_host(), ref.receiver));
+  CHECK(same_bits(d_ss.to_host(), ref.sender_scales));
+  CHECK(same_bits(d_rs.to_host(), ref.receiver_scales));
+  const cp::cuda::device_status st = cp::cuda::read_status(d_status.data(), nullptr);
+  CHECK(st.code == 0);
+  CHECK(st.nonfinite == ref.nonfinite);
+  CHECK(st.held == ref.sender_held);
+  const cp::cuda::device_status rst = cp::cuda::read_status(d_rstatus.data(), nullptr);
+  CHECK(rst.code == 0);
+  CHECK(rst.held == ref.receiver_held);
+}
+
+template <class S> void check_aq_sgd_storage() {
+  for (cp::nonfinite_policy p :
+       {cp::nonfinite_policy::propagate, cp::nonfinite_policy::zero_and_count}) {
+    check_aq_sgd<S>(cp::quantize{.bits = 2, .group = 128}, p);
+    check_aq_sgd<S>(cp::quantize{.bits = 4, .group = 128}, p);
+    check_aq_sgd<S>(cp::top_k{.fraction = 0.1f, .row_length = 301}, p);
+  }
+}
+
+} // namespace
+
+TEST_SUITE("cuda") {
+  TEST_CASE("cuda aq_sgd: device steps keep the CPU's payloads, outputs and caches bit for bit") {
+    check_aq_sgd_storage<cp::store_f32>();
+    check_aq_sgd_storage<cp::store_bf16>();
+    check_aq_sgd_storage<cp::store_int8>();
+    check_aq_sgd_storage<cp::store_int4>();
   }
 }

@@ -5,6 +5,7 @@
 /// @file
 /// Every codec of the CUDA backend, its entry points, and the device feedback steps.
 
+#include "commpress/backend/cuda/aq_sgd.cuh"
 #include "commpress/backend/cuda/cast.cuh"
 #include "commpress/backend/cuda/codec_ops.cuh"
 #include "commpress/backend/cuda/error.cuh"
