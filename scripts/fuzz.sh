@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# SPDX-FileCopyrightText: 2026 commpress authors
+# SPDX-License-Identifier: Apache-2.0
+#
+# Builds the libFuzzer targets of fuzz/ with Clang (ASan + UBSan) and runs each one for SECONDS,
+# starting from its seed corpus in fuzz/corpus/<target>/. Fails on any crash, leak, timeout or
+# sanitizer report; prints the executions of every target (libFuzzer's "Done N runs").
+#
+# Usage: scripts/fuzz.sh [SECONDS=60]
+# Environment: COMMPRESS_FUZZ_BUILD_DIR (default build-fuzz), CXX (default clang++),
+#              COMMPRESS_FUZZ_TARGETS (default: every target that was built).
+# Crash reproducers land in <build dir>/artifacts/; new inputs in <build dir>/corpus/<target>/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${1:-60}
+build=${COMMPRESS_FUZZ_BUILD_DIR:-build-fuzz}
+cxx=${CXX:-clang++}
+if [[ "$("$cxx" --version 2>/dev/null)" != *clang* ]]; then
+  cxx=clang++
+fi
+
+cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCOMMPRESS_BUILD_FUZZERS=ON -DCOMMPRESS_BUILD_TESTS=OFF -DCOMMPRESS_BUILD_BENCHMARKS=OFF \
+  -DCOMMPRESS_BUILD_EXAMPLES=OFF -DCOMMPRESS_ENABLE_CUDA=OFF -DCOMMPRESS_ENABLE_MPI=OFF \
+  -DCOMMPRESS_INSTALL=OFF >/dev/null
+targets=${COMMPRESS_FUZZ_TARGETS:-$(cd fuzz && ls fuzz_*.cpp | sed 's/\.cpp$//')}
+# shellcheck disable=SC2086
+cmake --build "$build" --target $targets
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+mkdir -p "$build/artifacts"
+status=0
+summary=()
+for t in $targets; do
+  work="$build/corpus/$t"
+  mkdir -p "$work"
+  log="$build/$t.log"
+  echo "=== $t: ${seconds}s"
+  if "$build/fuzz/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="$build/artifacts/$t-" "$work" "fuzz/corpus/$t" >"$log" 2>&1; then
+    result=ok
+  else
+    result=FAILED
+    status=1
+    tail -n 60 "$log"
+  fi
+  runs=$(grep -o 'Done [0-9]* runs' "$log" | tail -n 1 || true)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 || true)
+  summary+=("$t: $result, ${runs:-no final stats}, ${cov:-}")
+done
+echo "=== fuzz summary (${seconds}s per target)"
+printf '%s\n' "${summary[@]}"
+exit $status
