@@ -126,15 +126,11 @@ struct top_k {
   }
   /// The wire code of a kept value (its fp32, fp16 or bf16 bits).
   COMMPRESS_HOST_DEVICE std::uint32_t encode_value(float x) const {
-    if (values == dtype::f16) return to_half(x).bits;
-    if (values == dtype::bf16) return to_bfloat16(x).bits;
-    return detail::float_to_bits(x);
+    return detail::encode_as(values, x);
   }
   /// The value a wire code stands for.
   COMMPRESS_HOST_DEVICE float decode_value(std::uint32_t code) const {
-    if (values == dtype::f16) return to_float(half{static_cast<std::uint16_t>(code)});
-    if (values == dtype::bf16) return to_float(bfloat16{static_cast<std::uint16_t>(code)});
-    return detail::bits_to_float(code);
+    return detail::decode_as(values, code);
   }
 
   friend constexpr bool operator==(top_k, top_k) = default;

@@ -114,6 +114,21 @@ inline constexpr dtype dtype_of_v = std::same_as<T, float> ? dtype::f32
                                     : std::same_as<T, half> ? dtype::f16
                                                             : dtype::bf16;
 
+namespace detail {
+/// The wire bits of x stored as dtype `d` (f32 bits, or the rounded f16 / bf16 bits).
+COMMPRESS_HOST_DEVICE inline std::uint32_t encode_as(dtype d, float x) {
+  if (d == dtype::f16) return to_half(x).bits;
+  if (d == dtype::bf16) return to_bfloat16(x).bits;
+  return float_to_bits(x);
+}
+/// The value that wire bits of dtype `d` stand for (inverse of encode_as).
+COMMPRESS_HOST_DEVICE inline float decode_as(dtype d, std::uint32_t code) {
+  if (d == dtype::f16) return to_float(half{static_cast<std::uint16_t>(code)});
+  if (d == dtype::bf16) return to_float(bfloat16{static_cast<std::uint16_t>(code)});
+  return bits_to_float(code);
+}
+} // namespace detail
+
 /// @brief Bytes per element of a dtype (0 for an unknown code).
 constexpr std::uint32_t dtype_bytes(dtype d) noexcept {
   switch (d) {
