@@ -66,7 +66,7 @@ public:
       throw std::invalid_argument("stage: no layers");
     std::size_t total = 0;
     for (std::size_t i = 0; i < specs_.size(); ++i) {
-      const layer_spec &s = specs_[i];
+      const layer_spec& s = specs_[i];
       if (s.in == 0 || s.out == 0)
         throw std::invalid_argument("stage: zero-width layer");
       if (i > 0 && specs_[i - 1].out != s.in)
@@ -94,7 +94,7 @@ public:
   std::span<const param_block> blocks() const noexcept { return blocks_; }
 
   /// Training forward: caches inputs and post-activation outputs for backward().
-  matrix forward(const matrix &in) {
+  matrix forward(const matrix& in) {
     check_width(in.cols(), in_width(), "forward input");
     // Copy: the caller may change `in` afterwards, and the weight gradient must use exactly
     // what this stage consumed. Later layers read their input from outputs_[i - 1].
@@ -107,7 +107,7 @@ public:
   }
 
   /// Inference forward: no caching, so it leaves a pending backward() untouched.
-  matrix infer(const matrix &in) const {
+  matrix infer(const matrix& in) const {
     check_width(in.cols(), in_width(), "infer input");
     matrix x = in;
     matrix y;
@@ -120,17 +120,17 @@ public:
 
   /// Backward for the batch of the last forward(): fills gradients() and returns
   /// d loss / d input (an empty matrix if constructed with compute_input_grad = false).
-  matrix backward(const matrix &grad_out) {
+  matrix backward(const matrix& grad_out) {
     check_width(grad_out.cols(), out_width(), "backward gradient");
     if (grad_out.rows() != outputs_.back().rows())
       throw std::invalid_argument("stage: backward batch size differs from forward");
     matrix g = grad_out;
     matrix g_in;
     for (std::size_t k = specs_.size(); k-- > 0;) {
-      const layer_spec &s = specs_[k];
+      const layer_spec& s = specs_[k];
       if (s.relu)
         g.array() = (outputs_[k].array() > 0.0f).select(g.array(), 0.0f);
-      const matrix &x = k == 0 ? input_ : outputs_[k - 1];
+      const matrix& x = k == 0 ? input_ : outputs_[k - 1];
       weight_map(grads_.data(), k).noalias() = x.transpose() * g;
       bias_map(grads_.data(), k) = g.colwise().sum();
       if (k == 0 && !compute_input_grad_)
@@ -147,26 +147,26 @@ private:
   using bias_view = Eigen::Map<row_vector>;
   using cbias_view = Eigen::Map<const row_vector>;
 
-  weight_view weight_map(float *base, std::size_t k) const {
-    const param_block &b = blocks_[2 * k];
+  weight_view weight_map(float* base, std::size_t k) const {
+    const param_block& b = blocks_[2 * k];
     return weight_view(base + b.offset, static_cast<Eigen::Index>(b.rows),
                        static_cast<Eigen::Index>(b.cols));
   }
-  cweight_view cweight_map(const float *base, std::size_t k) const {
-    const param_block &b = blocks_[2 * k];
+  cweight_view cweight_map(const float* base, std::size_t k) const {
+    const param_block& b = blocks_[2 * k];
     return cweight_view(base + b.offset, static_cast<Eigen::Index>(b.rows),
                         static_cast<Eigen::Index>(b.cols));
   }
-  bias_view bias_map(float *base, std::size_t k) const {
-    const param_block &b = blocks_[2 * k + 1];
+  bias_view bias_map(float* base, std::size_t k) const {
+    const param_block& b = blocks_[2 * k + 1];
     return bias_view(base + b.offset, static_cast<Eigen::Index>(b.cols));
   }
-  cbias_view cbias_map(const float *base, std::size_t k) const {
-    const param_block &b = blocks_[2 * k + 1];
+  cbias_view cbias_map(const float* base, std::size_t k) const {
+    const param_block& b = blocks_[2 * k + 1];
     return cbias_view(base + b.offset, static_cast<Eigen::Index>(b.cols));
   }
 
-  void apply_layer(std::size_t k, const matrix &x, matrix &y) const {
+  void apply_layer(std::size_t k, const matrix& x, matrix& y) const {
     y.resize(x.rows(), static_cast<Eigen::Index>(specs_[k].out));
     y.noalias() = x * cweight_map(params_.data(), k);
     y.rowwise() += cbias_map(params_.data(), k);
@@ -182,13 +182,13 @@ private:
     for (std::size_t k = 0; k < specs_.size(); ++k) {
       splitmix64 rng(derive_seed(seed, specs_[k].global_index));
       const float bound = std::sqrt(6.0f / static_cast<float>(specs_[k].in));
-      const param_block &w = blocks_[2 * k];
+      const param_block& w = blocks_[2 * k];
       for (std::size_t i = 0; i < w.size(); ++i)
         params_[w.offset + i] = rng.uniform(-bound, bound);
     }
   }
 
-  static void check_width(Eigen::Index got, std::size_t want, const char *what) {
+  static void check_width(Eigen::Index got, std::size_t want, const char* what) {
     if (static_cast<std::size_t>(got) != want)
       throw std::invalid_argument(std::string("stage: ") + what + " has " + std::to_string(got) +
                                   " columns, expected " + std::to_string(want));
@@ -196,8 +196,13 @@ private:
 
   std::vector<layer_spec> specs_;
   std::vector<param_block> blocks_;
-  std::vector<float> params_;
-  std::vector<float> grads_;
+  // Eigen's vectorised GEMM rounds differently depending on where the operands sit relative
+  // to a SIMD boundary, so two replicas whose buffers happened to be allocated at different
+  // offsets would drift apart bit by bit. Aligning to EIGEN_MAX_ALIGN_BYTES (the layer blocks
+  // keep that alignment when the widths are multiples of 16) makes the result a function of
+  // the values only.
+  std::vector<float, Eigen::aligned_allocator<float>> params_;
+  std::vector<float, Eigen::aligned_allocator<float>> grads_;
   matrix input_;                ///< the stage input seen by the last forward()
   std::vector<matrix> outputs_; ///< per layer: post-activation output of the last forward()
   bool compute_input_grad_;
@@ -217,7 +222,7 @@ struct mlp_config {
 /// training loop, not this class, chains them, so it can put a channel on each boundary.
 class mlp {
 public:
-  explicit mlp(const mlp_config &cfg) {
+  explicit mlp(const mlp_config& cfg) {
     if (cfg.widths.size() < 2)
       throw std::invalid_argument("mlp: need at least two widths");
     const std::size_t n_layers = cfg.widths.size() - 1;
@@ -244,14 +249,14 @@ public:
 
   std::size_t num_stages() const noexcept { return stages_.size(); }
   std::size_t num_boundaries() const noexcept { return stages_.size() - 1; }
-  stage &operator[](std::size_t i) { return stages_[i]; }
-  const stage &operator[](std::size_t i) const { return stages_[i]; }
+  stage& operator[](std::size_t i) { return stages_[i]; }
+  const stage& operator[](std::size_t i) const { return stages_[i]; }
   std::span<stage> stages() noexcept { return stages_; }
   std::span<const stage> stages() const noexcept { return stages_; }
 
   std::size_t num_parameters() const noexcept {
     std::size_t n = 0;
-    for (const stage &s : stages_)
+    for (const stage& s : stages_)
       n += s.parameters().size();
     return n;
   }
@@ -262,8 +267,8 @@ private:
 
 /// @brief Mean softmax cross-entropy over the batch. Writes d loss / d logits into `grad`
 /// (already divided by the batch size, so parameter gradients are batch means).
-inline float softmax_cross_entropy(const matrix &logits, std::span<const std::uint8_t> labels,
-                                   matrix &grad) {
+inline float softmax_cross_entropy(const matrix& logits, std::span<const std::uint8_t> labels,
+                                   matrix& grad) {
   const Eigen::Index n = logits.rows();
   if (static_cast<std::size_t>(n) != labels.size())
     throw std::invalid_argument("softmax_cross_entropy: batch and label counts differ");
@@ -283,7 +288,7 @@ inline float softmax_cross_entropy(const matrix &logits, std::span<const std::ui
 }
 
 /// @brief Index of the largest logit in each row (first one on ties).
-inline void argmax_rows(const matrix &logits, std::span<std::uint8_t> out) {
+inline void argmax_rows(const matrix& logits, std::span<std::uint8_t> out) {
   for (Eigen::Index i = 0; i < logits.rows(); ++i) {
     Eigen::Index best = 0;
     logits.row(i).maxCoeff(&best);

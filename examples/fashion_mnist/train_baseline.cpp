@@ -42,18 +42,18 @@ struct options {
   std::string csv;
 };
 
-void print_usage(std::ostream &os) {
+void print_usage(std::ostream& os) {
   os << "usage: train_baseline [--epochs N] [--batch N] [--lr X] [--momentum X] [--seed N]\n"
         "                      [--train-subset N] [--data-dir DIR] [--csv PATH]\n";
 }
 
 // Strict parsing: a typo such as "--lr 0,05" must fail rather than silently train with 0.
-std::uint64_t parse_u64(std::string_view flag, const std::string &s) {
+std::uint64_t parse_u64(std::string_view flag, const std::string& s) {
   std::size_t used = 0;
   unsigned long long v = 0;
   try {
     v = std::stoull(s, &used);
-  } catch (const std::exception &) {
+  } catch (const std::exception&) {
     used = 0;
   }
   if (used != s.size() || s.empty() || s[0] == '-')
@@ -62,12 +62,12 @@ std::uint64_t parse_u64(std::string_view flag, const std::string &s) {
   return v;
 }
 
-float parse_float(std::string_view flag, const std::string &s) {
+float parse_float(std::string_view flag, const std::string& s) {
   std::size_t used = 0;
   float v = 0.0f;
   try {
     v = std::stof(s, &used);
-  } catch (const std::exception &) {
+  } catch (const std::exception&) {
     used = 0;
   }
   if (used != s.size() || s.empty())
@@ -75,7 +75,7 @@ float parse_float(std::string_view flag, const std::string &s) {
   return v;
 }
 
-options parse_args(int argc, char **argv) {
+options parse_args(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
@@ -110,7 +110,7 @@ options parse_args(int argc, char **argv) {
   return o;
 }
 
-int run(const options &opt) {
+int run(const options& opt) {
   const ce::fashion_mnist data = ce::load_fashion_mnist(opt.data_dir);
   const std::size_t n_train =
       opt.train_subset == 0 ? data.train.count : std::min(opt.train_subset, data.train.count);
@@ -164,18 +164,18 @@ int run(const options &opt) {
 
 } // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   options opt;
   try {
     opt = parse_args(argc, argv);
-  } catch (const std::exception &e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "train_baseline: %s\n", e.what());
     print_usage(std::cerr);
     return 2;
   }
   try {
     return run(opt);
-  } catch (const std::exception &e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "train_baseline: %s\n", e.what());
     return 1;
   }

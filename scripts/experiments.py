@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+# SPDX-FileCopyrightText: 2026 commpress authors
+# SPDX-License-Identifier: Apache-2.0
+"""Runs the Fashion-MNIST compression experiments and summarises them.
+
+Model parallel (Rudakov et al., algorithms.md section 1) with examples/fashion_mnist/
+model_parallel, data parallel (LoCo, Xie et al., section 2) with data_parallel. Every run writes
+a per-epoch CSV under --out; the driver then writes summary.md (markdown tables) and PNG plots
+(python3-matplotlib; skipped with a note if it is missing) and prints the summary.
+
+  scripts/experiments.py                 # the full sweep (about 25 min on 2 cores)
+  scripts/experiments.py --quick         # the demo: a handful of configurations, 2 epochs
+  scripts/experiments.py --only topk     # one group of the full sweep
+
+Seeds are fixed (--seed, default 1): the same command gives the same numbers on the same kind of
+machine (the examples are built with -march=native, see examples/CMakeLists.txt).
+"""
+
+import argparse
+import concurrent.futures
+import csv
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Full sweep: 3 epochs (AQ-SGD: 1 warm-up + 2) on the first 30000 training samples keep the 55
+# runs within about 25 minutes on a busy 2-core machine with 2 runs in parallel (docs/results.md).
+FULL_EPOCHS = 3
+FULL_SUBSET = 30000
+QUICK_EPOCHS = 2
+QUICK_SUBSET = 20000
+BITS = [2, 4, 6, 8, 32]
+TOPK = [5, 10, 20, 30, 50]
+# Data parallel: 4 workers x 128 samples (global batch 512), Adam lr 1e-3. LoCo's quantizer:
+# symmetric absmax per block of 128, round to nearest (algorithms.md 2.1).
+DP_COMMON = ["--workers", "4", "--batch-per-worker", "128", "--optimizer", "adam", "--lr", "0.001"]
+
+
+def qspec(bits):
+    """Rudakov's quantize_custom (per-tensor min-max, nearest) at `bits`; 32 = no compression."""
+    return "fp32" if bits == 32 else f"q{bits}"
+
+
+def dpq(bits):
+    return f"q{bits}:block128:sym"
+
+
+class Run:
+    def __init__(self, name, group, kind, args, label=None, meta=None):
+        self.name, self.group, self.kind, self.args = name, group, kind, args
+        self.label = label or name
+        self.meta = meta or {}
+
+
+def mp(name, group, fwd, bwd, feedback="none", label=None, **meta):
+    args = ["--fwd", fwd, "--bwd", bwd, "--feedback", feedback]
+    meta.update(fwd=fwd, bwd=bwd, feedback=feedback)
+    return Run(name, group, "mp", args, label, meta)
+
+
+def dp(name, label, args, **meta):
+    return Run(name, "loco", "dp", DP_COMMON + args, label, meta)
+
+
+def dp_runs():
+    runs = [dp("dp-fp32", "fp32 all-gather", ["--codec", "fp32", "--feedback", "none"])]
+    for b in (4, 2):
+        runs += [
+            dp(f"dp-q{b}", f"{b}-bit plain", ["--codec", dpq(b), "--feedback", "none"]),
+            dp(f"dp-q{b}-ef", f"{b}-bit EF", ["--codec", dpq(b), "--feedback", "ef"]),
+            dp(f"dp-q{b}-loco", f"{b}-bit LoCo (beta 0.8, 8-bit error)",
+               ["--codec", dpq(b), "--feedback", "loco:int8", "--beta", "0.8"]),
+        ]
+    runs.append(dp("dp-onebit", "1-bit Adam (sign + EF, 20% warm-up)",
+                   ["--optimizer", "onebit_adam", "--codec", "sign", "--feedback", "ef"]))
+    return runs
+
+
+def full_runs():
+    runs = []
+    for a in BITS:
+        for g in BITS:
+            runs.append(mp(f"mp-q-a{a}-g{g}", "quant", qspec(a), qspec(g), act_bits=a, grad_bits=g))
+    for k in TOPK:
+        runs.append(mp(f"mp-topk{k}", "topk", f"topk{k}", f"topk{k}", percent=k))
+    for fb in ("ef", "ef21"):
+        for c in ("topk10", "q2", "q4"):
+            runs.append(mp(f"mp-{fb}-{c}", "ef", c, c, fb))
+    for c in ("topk10", "topk30", "topk50", "q2", "q4"):
+        runs.append(mp(f"mp-aqsgd-{c}", "aqsgd", c, c, "aq_sgd", storage="f32"))
+    for st in ("bf16", "int8", "int4"):
+        for c in ("topk30", "q4"):
+            runs.append(mp(f"mp-aqsgd-{c}-{st}", "aqsgd", c, c, f"aq_sgd:{st}", storage=st))
+    return runs + dp_runs()
+
+
+def quick_runs():
+    return [
+        mp("mp-fp32", "demo", "fp32", "fp32", label="MP: no compression"),
+        mp("mp-a2-g8", "demo", "q2", "q8", label="MP: 2-bit activations, 8-bit gradients"),
+        mp("mp-a8-g2", "demo", "q8", "q2", label="MP: 8-bit activations, 2-bit gradients"),
+        mp("mp-topk10", "demo", "topk10", "topk10", label="MP: TopK 10% both directions"),
+        mp("mp-ef21-topk10", "demo", "topk10", "topk10", "ef21",
+           label="MP: EF21 + TopK 10% both directions"),
+        dp("dp-fp32", "DP: Adam, fp32 all-gather", ["--codec", "fp32", "--feedback", "none"]),
+        dp("dp-q2", "DP: Adam, 2-bit plain", ["--codec", dpq(2), "--feedback", "none"]),
+        dp("dp-q2-loco", "DP: Adam, 2-bit LoCo",
+           ["--codec", dpq(2), "--feedback", "loco:int8", "--beta", "0.8"]),
+    ]
+
+
+def find_binary(build_dir, name):
+    p = Path(build_dir) / "examples" / "fashion_mnist" / name
+    if not p.exists():
+        sys.exit(f"experiments: {p} not found; build the examples first "
+                 f"(cmake --workflow --preset demo, or -DCOMMPRESS_BUILD_EXAMPLES=ON)")
+    return p
+
+
+def execute(run, bins, out, epochs, subset, seed):
+    csv_path = out / f"{run.name}.csv"
+    log_path = out / f"{run.name}.log"
+    cmd = [str(bins[run.kind])] + run.args + ["--epochs", str(epochs), "--seed", str(seed),
+                                               "--csv", str(csv_path)]
+    if subset:
+        cmd += ["--train-subset", str(subset)]
+    if run.kind == "dp":
+        cmd += ["--steps-csv", str(out / f"{run.name}.steps.csv")]
+    t0 = time.monotonic()
+    with open(log_path, "w") as log:
+        log.write(" ".join(cmd) + "\n")
+        log.flush()
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+    return run, rc, time.monotonic() - t0
+
+
+def read_csv(path):
+    with open(path) as f:
+        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def pct(x):
+    return f"{100 * x:.2f}"
+
+
+def mib(b):
+    return f"{b / 2**20:.1f}"
+
+
+class Results:
+    def __init__(self, runs, out):
+        self.by_name, self.rows = {}, {}
+        for r in runs:
+            p = out / f"{r.name}.csv"
+            if p.exists():
+                rows = read_csv(p)
+                if rows:
+                    self.by_name[r.name] = r
+                    self.rows[r.name] = rows
+
+    def final(self, name):
+        return self.rows[name][-1]
+
+    def best(self, name, col):
+        return max(row[col] for row in self.rows[name])
+
+    def has(self, name):
+        return name in self.rows
+
+
+def mp_row(res, name, label=None):
+    f = res.final(name)
+    base = res.final("mp-q-a32-g32") if res.has("mp-q-a32-g32") else (
+        res.final("mp-fp32") if res.has("mp-fp32") else None)
+    ratio = f"{base['bytes_per_step'] / f['bytes_per_step']:.1f}x" if base else "-"
+    return (f"| {label or res.by_name[name].label} | {pct(f['test_acc_compressed'])} | "
+            f"{pct(f['test_acc_uncompressed'])} | {pct(res.best(name, 'test_acc_compressed'))} | "
+            f"{f['train_loss']:.4f} | {f['bytes_per_step'] / 1024:.1f} | {ratio} |")
+
+
+MP_HEAD = ("| run | test acc, compressed inference (%) | test acc, uncompressed inference (%) | "
+           "best compressed (%) | final train loss | KiB/step | vs fp32 |\n"
+           "|---|---|---|---|---|---|---|")
+
+
+def summary(res, quick):
+    lines = []
+    mp_names = [n for n, r in res.by_name.items() if r.kind == "mp"]
+    dp_names = [n for n, r in res.by_name.items() if r.kind == "dp"]
+    if quick:
+        if mp_names:
+            lines += ["### Model parallel (SGD, 3 compressed boundaries)", "", MP_HEAD]
+            lines += [mp_row(res, n) for n in mp_names]
+            lines.append("")
+    else:
+        if any(res.has(f"mp-q-a{a}-g{g}") for a in BITS for g in BITS):
+            lines += ["### Quantization: final test accuracy (%), compressed inference",
+                      "", "Rows: activation bits (forward); columns: gradient bits (backward). "
+                      "Per-tensor min-max (Rudakov's quantize_custom); 32 = uncompressed.", "",
+                      "| act \\ grad | " + " | ".join(str(g) for g in BITS) + " |",
+                      "|---|" + "---|" * len(BITS)]
+            for a in BITS:
+                cells = [pct(res.final(f"mp-q-a{a}-g{g}")["test_acc_compressed"])
+                         if res.has(f"mp-q-a{a}-g{g}") else "-" for g in BITS]
+                lines.append(f"| {a} | " + " | ".join(cells) + " |")
+            lines.append("")
+        for group, title in (("topk", "TopK per sample, both directions"),
+                             ("ef", "EF / EF21 (both directions)"),
+                             ("aqsgd", "AQ-SGD (activations; gradients with the same codec, "
+                                       "no feedback)")):
+            names = [n for n in mp_names if res.by_name[n].group == group]
+            if not names:
+                continue
+            if group == "aqsgd":
+                lines += [f"### {title}", "",
+                          MP_HEAD.replace("| vs fp32 |", "| vs fp32 | buffers (MiB) |")
+                          .replace("|---|---|---|---|---|---|---|",
+                                   "|---|---|---|---|---|---|---|---|")]
+                for n in names:
+                    lines.append(mp_row(res, n) + f" {mib(res.final(n)['feedback_state_bytes'])} |")
+            else:
+                lines += [f"### {title}", "", MP_HEAD] + [mp_row(res, n) for n in names]
+            lines.append("")
+    if dp_names:
+        lines += ["### Data parallel (4 workers, Adam)", "",
+                  "| run | final test acc (%) | best test acc (%) | final train loss | "
+                  "KiB/step/worker | vs fp32 |", "|---|---|---|---|---|---|"]
+        base = res.final("dp-fp32") if res.has("dp-fp32") else None
+        for n in dp_names:
+            f = res.final(n)
+            ratio = f"{base['bytes_per_step'] / f['bytes_per_step']:.1f}x" if base else "-"
+            lines.append(f"| {res.by_name[n].label} | {pct(f['test_acc'])} | "
+                         f"{pct(res.best(n, 'test_acc'))} | {f['train_loss']:.4f} | "
+                         f"{f['bytes_per_step'] / 1024:.1f} | {ratio} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plots(res, out, img_dir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"experiments: {sys.executable} cannot import matplotlib (Debian: python3-matplotlib); "
+              "no plots", file=sys.stderr)
+        return []
+    img_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+
+    def save(fig, name):
+        p = img_dir / name
+        fig.tight_layout()
+        fig.savefig(p, dpi=80)
+        plt.close(fig)
+        written.append(p)
+
+    if all(res.has(f"mp-q-a{b}-g32") and res.has(f"mp-q-a32-g{b}") for b in BITS):
+        fig, ax = plt.subplots(figsize=(5.5, 3.6))
+        xs = list(range(len(BITS)))
+        ax.plot(xs, [100 * res.final(f"mp-q-a{b}-g32")["test_acc_compressed"] for b in BITS],
+                "o-", label="activations quantized (gradients fp32)")
+        ax.plot(xs, [100 * res.final(f"mp-q-a32-g{b}")["test_acc_compressed"] for b in BITS],
+                "s-", label="gradients quantized (activations fp32)")
+        ax.plot(xs, [100 * res.final(f"mp-q-a{b}-g{b}")["test_acc_compressed"] for b in BITS],
+                "^--", label="both")
+        ax.set_xticks(xs, [str(b) for b in BITS])
+        ax.set_xlabel("bits per element at every boundary")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_title("Model parallel: accuracy vs bits")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        save(fig, "mp_accuracy_vs_bits.png")
+
+    ks = [k for k in TOPK if res.has(f"mp-topk{k}")]
+    if ks:
+        fig, ax = plt.subplots(figsize=(5.5, 3.6))
+        ax.plot(ks, [100 * res.final(f"mp-topk{k}")["test_acc_compressed"] for k in ks], "o-",
+                label="TopK, compressed inference")
+        ax.plot(ks, [100 * res.final(f"mp-topk{k}")["test_acc_uncompressed"] for k in ks], "o:",
+                label="TopK, uncompressed inference")
+        aq = [k for k in (10, 30, 50) if res.has(f"mp-aqsgd-topk{k}")]
+        if aq:
+            ax.plot(aq, [100 * res.final(f"mp-aqsgd-topk{k}")["test_acc_compressed"] for k in aq],
+                    "s-", label="AQ-SGD + TopK, compressed inference")
+        if res.has("mp-q-a32-g32"):
+            ax.axhline(100 * res.final("mp-q-a32-g32")["test_acc_compressed"], color="gray",
+                       ls="--", label="uncompressed training")
+        ax.set_xlabel("share of each sample kept (%)")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_title("Model parallel: accuracy vs TopK")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        save(fig, "mp_accuracy_vs_topk.png")
+
+    dps = [n for n, r in res.by_name.items() if r.kind == "dp" and (out / f"{n}.steps.csv").exists()]
+    if dps:
+        fig, ax = plt.subplots(figsize=(6, 3.8))
+        for n in dps:
+            rows = read_csv(out / f"{n}.steps.csv")
+            if rows:
+                ax.plot([r["step"] for r in rows], [r["train_loss"] for r in rows],
+                        label=res.by_name[n].label, lw=1)
+        ax.set_xlabel("step")
+        ax.set_ylabel("train loss (mean of 20 steps)")
+        ax.set_yscale("log")
+        ax.set_title("Data parallel, 4 workers, Adam")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        save(fig, "dp_loss_curves.png")
+    return written
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="the demo: a few runs, 2 epochs")
+    ap.add_argument("--build-dir", default=str(ROOT / "build" / "demo"))
+    ap.add_argument("--out", default=None, help="results directory (default results/full or "
+                                                "results/quick)")
+    ap.add_argument("--img-dir", default=None, help="where the PNGs go (default: --out)")
+    ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
+    ap.add_argument("--epochs", type=int, default=None)
+    ap.add_argument("--train-subset", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--only", default=None,
+                    help="comma-separated groups: quant,topk,ef,aqsgd,loco")
+    ap.add_argument("--summarize-only", action="store_true",
+                    help="rebuild summary and plots from existing CSVs")
+    a = ap.parse_args()
+
+    runs = quick_runs() if a.quick else full_runs()
+    if a.only:
+        groups = set(a.only.split(","))
+        runs = [r for r in runs if r.group in groups]
+    epochs = a.epochs or (QUICK_EPOCHS if a.quick else FULL_EPOCHS)
+    subset = a.train_subset if a.train_subset is not None else (
+        QUICK_SUBSET if a.quick else FULL_SUBSET)
+    out = Path(a.out) if a.out else ROOT / "results" / ("quick" if a.quick else "full")
+    out.mkdir(parents=True, exist_ok=True)
+    img_dir = Path(a.img_dir) if a.img_dir else out
+
+    t_start = time.monotonic()
+    if not a.summarize_only:
+        bins = {"mp": find_binary(a.build_dir, "model_parallel"),
+                "dp": find_binary(a.build_dir, "data_parallel")}
+        print(f"experiments: {len(runs)} runs, {epochs} epochs, "
+              f"{'train subset ' + str(subset) if subset else 'full training set'}, "
+              f"{a.jobs} in parallel, results in {out}", flush=True)
+        failed = []
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+            futs = [pool.submit(execute, r, bins, out, epochs, subset, a.seed) for r in runs]
+            for i, fut in enumerate(concurrent.futures.as_completed(futs), 1):
+                run, rc, secs = fut.result()
+                status = "ok" if rc == 0 else f"FAILED (exit {rc}, see {run.name}.log)"
+                acc = ""
+                p = out / f"{run.name}.csv"
+                if rc == 0 and p.exists():
+                    rows = read_csv(p)
+                    if rows:
+                        f = rows[-1]
+                        acc = (f"  test acc {pct(f['test_acc'])}%" if "test_acc" in f else
+                               f"  test acc {pct(f['test_acc_compressed'])}% compressed / "
+                               f"{pct(f['test_acc_uncompressed'])}% uncompressed")
+                elapsed = time.monotonic() - t_start
+                print(f"[{i:2d}/{len(runs)}] {run.name:28s} {status} in {secs:5.1f}s{acc}  "
+                      f"(elapsed {elapsed / 60:.1f} min)", flush=True)
+                if rc != 0:
+                    failed.append(run.name)
+        if failed:
+            print(f"experiments: {len(failed)} runs failed: {', '.join(failed)}", file=sys.stderr)
+    wall = time.monotonic() - t_start
+
+    res = Results(runs, out)
+    text = summary(res, a.quick)
+    header = (f"Fashion-MNIST, 784-512-512-256-10 MLP, {epochs} epochs, "
+              f"{'train subset ' + str(subset) if subset else 'full training set'}, seed {a.seed}"
+              + ("" if a.summarize_only else f"; wall time {wall / 60:.1f} min with {a.jobs} "
+                 f"runs in parallel on {os.cpu_count()} CPUs") + ".\n")
+    (out / "summary.md").write_text(header + "\n" + text + "\n")
+    written = plots(res, out, img_dir)
+    print()
+    print(header)
+    print(text)
+    print(f"summary: {out / 'summary.md'}" + "".join(f"\nplot: {p}" for p in written))
+    return 1 if not a.summarize_only and len(res.rows) < len(runs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
