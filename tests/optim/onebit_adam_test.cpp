@@ -174,4 +174,34 @@ TEST_SUITE("optim") {
     CHECK(comp.payload_bytes * 20 < warm.payload_bytes);
     CHECK(std::equal(opt.last_average().begin(), opt.last_average().end(), st.exp_avg.begin()));
   }
+
+  TEST_CASE("onebit_adam: elements that never saw a gradient stay put after the freeze") {
+    // Element 0 always gets a zero gradient, so its frozen variance is 0. Sign compression
+    // still sends it +-scale: unmasked it moves by about lr * scale / eps, masked it stays.
+    const cp::pipeline<cp::ef, cp::sign> pipe{{}, {.scale = cp::sign_scale::rms}};
+    for (bool mask : {true, false}) {
+      CAPTURE(mask);
+      cp::loopback_world world(1);
+      auto comm = world.communicator(0);
+      cp::onebit_adam opt(comm, pipe, {.lr = 1e-3f, .freeze_step = 3, .mask_zero_variance = mask},
+                          n);
+      auto st = opt.make_state();
+      auto e = opt.make_feedback_state();
+      std::vector<float> p = sample(3, 2.0f);
+      const float start = p[0];
+      for (int t = 0; t < 8; ++t) {
+        auto g = gradient(0, t);
+        g[0] = 0.0f;
+        opt.step(cp::cpu::seq, {.step = static_cast<std::uint64_t>(t)}, st, e, std::span(p),
+                 std::span<const float>(g));
+      }
+      CHECK(st.exp_avg_sq[0] == 0.0f);
+      if (mask) {
+        CHECK(p[0] == start);
+      } else {
+        CHECK(std::fabs(p[0] - start) > 1.0f); // the divergence the mask prevents
+      }
+      for (std::size_t i = 1; i < n; ++i) REQUIRE(std::isfinite(p[i]));
+    }
+  }
 }

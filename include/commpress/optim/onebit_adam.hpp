@@ -45,6 +45,11 @@ struct onebit_adam_config {
   /// Bias correction during warm-up. DeepSpeed's OnebitAdam never corrects, so the update
   /// does not jump when the compression stage starts; true gives PyTorch's AdamW warm-up.
   bool bias_correction = false;
+  /// Freeze the elements whose variance is exactly 0 when the compression stage starts (they
+  /// never saw a non-zero gradient: dead inputs, unused embeddings). A 1-bit code cannot say
+  /// 0, so without the mask such an element moves by +-scale / eps every step and the run
+  /// diverges; this is DeepSpeed's `exp_avg_mask` (algorithms.md 5.10), derived from v.
+  bool mask_zero_variance = true;
 
   /// @brief The optimizer that runs the warm-up steps.
   [[nodiscard]] constexpr adamw warmup_optimizer() const noexcept {
@@ -66,10 +71,11 @@ struct onebit_adam_config {
   }
 
   /// @brief Compression stage, step 3: `x - lr * (m / (sqrt(v) + eps) + wd*x)` with frozen v
-  /// (the decay term is skipped when wd == 0, as DeepSpeed's `if weight_decay > 0`).
+  /// (the decay term is skipped when wd == 0, as DeepSpeed's `if weight_decay > 0`; the
+  /// momentum term is skipped where v == 0 under `mask_zero_variance`).
   COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float frozen_update(float x, float m, float v) const {
     using namespace detail;
-    float u = div_rn(m, add_rn(sqrt_rn(v), eps));
+    float u = (mask_zero_variance && v == 0.0f) ? 0.0f : div_rn(m, add_rn(sqrt_rn(v), eps));
     if (weight_decay != 0.0f)
       u = add_rn(u, mul_rn(weight_decay, x));
     return sub_rn(x, mul_rn(lr, u));
