@@ -21,7 +21,7 @@ namespace {
 void BM_copy(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const auto& x = gaussian_input(n);
-  auto& out = scratch(0, 4 * n);
+  auto out = scratch(0, 4 * n);
   for (auto _ : state) {
     std::memcpy(out.data(), x.data(), 4 * n);
     benchmark::DoNotOptimize(out.data());
@@ -35,8 +35,8 @@ void BM_encode(benchmark::State& state, Codec c) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const auto& x = gaussian_input(n);
   const auto bytes = cp::max_payload_bytes(c, n);
-  auto& out = scratch(0, bytes);
-  auto& ws = scratch(1, cp::workspace_bytes(cp::cpu::seq, c, n));
+  auto out = scratch(0, bytes);
+  auto ws = scratch(1, cp::workspace_bytes(cp::cpu::seq, c, n));
   cp::context ctx{.seed = 1, .tensor_id = 3};
   for (auto _ : state) {
     ++ctx.step;
@@ -53,11 +53,11 @@ void BM_decode(benchmark::State& state, Codec c) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const auto& x = gaussian_input(n);
   const auto bytes = cp::max_payload_bytes(c, n);
-  auto& payload = scratch(2, bytes);
-  auto& ws = scratch(1, cp::workspace_bytes(cp::cpu::seq, c, n));
+  auto payload = scratch(2, bytes);
+  auto ws = scratch(1, cp::workspace_bytes(cp::cpu::seq, c, n));
   cp::encode(cp::cpu::seq, c, {.seed = 1, .tensor_id = 3}, std::span<const float>(x),
              std::span(payload).first(bytes), std::span(ws));
-  auto& out_bytes = scratch(3, 4 * n);
+  auto out_bytes = scratch(3, 4 * n);
   std::span<float> out(reinterpret_cast<float*>(out_bytes.data()), n);
   for (auto _ : state) {
     cp::decode(cp::cpu::seq, c, std::span<const std::byte>(payload).first(bytes), out);

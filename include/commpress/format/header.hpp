@@ -102,7 +102,20 @@ inline payload_header read_header(const std::byte* in) {
 inline std::uint32_t payload_checksum(const std::byte* header, const std::byte* body,
                                       std::size_t body_bytes) {
   std::uint32_t crc = commpress::detail::crc32c(header, crc_offset);
-  for (std::size_t off = 0; off < body_bytes; off += checksum_chunk_bytes) {
+  std::size_t off = 0;
+  // Chunks are independent: three at a time keep three CRC chains in flight.
+  for (; off + 3 * checksum_chunk_bytes <= body_bytes; off += 3 * checksum_chunk_bytes) {
+    std::uint32_t three[3];
+    commpress::detail::crc32c_x3(body + off, body + off + checksum_chunk_bytes,
+                                 body + off + 2 * checksum_chunk_bytes, checksum_chunk_bytes,
+                                 three);
+    for (std::uint32_t c : three) {
+      unsigned char le[4];
+      detail::store_le<std::uint32_t>(le, c);
+      crc = commpress::detail::crc32c_update(crc, le, 4);
+    }
+  }
+  for (; off < body_bytes; off += checksum_chunk_bytes) {
     const std::size_t len =
         body_bytes - off < checksum_chunk_bytes ? body_bytes - off : checksum_chunk_bytes;
     unsigned char le[4];

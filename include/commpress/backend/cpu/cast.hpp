@@ -3,12 +3,16 @@
 #pragma once
 
 /// @file
-/// CPU implementation of the cast codec.
+/// CPU implementation of the cast codec. fp32 tensors take the streaming kernels of
+/// detail/kernels.hpp (vectorized rounding, F16C where the flags enable it), which write the
+/// same codes as the per-element definitions of compress/cast.hpp.
 
 #include <cstddef>
 #include <span>
+#include <type_traits>
 
 #include "commpress/backend/cpu/detail/element_io.hpp"
+#include "commpress/backend/cpu/detail/kernels.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/compress/cast.hpp"
 #include "commpress/core/context.hpp"
@@ -16,40 +20,57 @@
 
 namespace commpress::detail {
 
-template <>
-struct codec_impl<cast, cpu::seq_t> {
+template <> struct codec_impl<cast, cpu::seq_t> {
   static std::uint64_t workspace_bytes(const cast&, std::uint64_t) { return 0; }
 
   template <element T>
   static std::size_t encode_body(const cpu::seq_t&, const cast& c, const context& ctx,
-                                 std::span<const T> in, unsigned char* body,
-                                 std::span<std::byte>) {
-    std::size_t bad = 0;
-    for (std::size_t i = 0; i < in.size(); ++i)
-      cpu::detail::store_word<std::uint16_t>(
-          body + 2 * i, c.encode_value(screen(to_float(in[i]), ctx.on_nonfinite, bad)));
-    return bad;
+                                 std::span<const T> in, unsigned char* body, std::span<std::byte>) {
+    if constexpr (std::is_same_v<T, float>) {
+      const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
+      if (c.to == dtype::bf16)
+        return zero ? cpu::detail::cast_encode<true, true>(in.data(), in.size(), body)
+                    : cpu::detail::cast_encode<true, false>(in.data(), in.size(), body);
+      return zero ? cpu::detail::cast_encode<false, true>(in.data(), in.size(), body)
+                  : cpu::detail::cast_encode<false, false>(in.data(), in.size(), body);
+    } else {
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < in.size(); ++i)
+        cpu::detail::store_word<std::uint16_t>(
+            body + 2 * i, c.encode_value(screen(to_float(in[i]), ctx.on_nonfinite, bad)));
+      return bad;
+    }
   }
 
   template <element T>
   static void decode_body(const cpu::seq_t&, const cast& c, const payload_header&,
                           const unsigned char* body, std::span<T> out) {
-    for (std::size_t i = 0; i < out.size(); ++i)
-      out[i] = from_float<T>(c.decode_value(cpu::detail::load_word<std::uint16_t>(body + 2 * i)));
+    if constexpr (std::is_same_v<T, float>) {
+      if (c.to == dtype::bf16) {
+        cpu::detail::cast_decode<true, false>(body, out.size(), out.data(), 1.0f);
+      } else {
+        cpu::detail::cast_decode<false, false>(body, out.size(), out.data(), 1.0f);
+      }
+    } else {
+      for (std::size_t i = 0; i < out.size(); ++i)
+        out[i] = from_float<T>(c.decode_value(cpu::detail::load_word<std::uint16_t>(body + 2 * i)));
+    }
   }
 
   static void accumulate_body(const cpu::seq_t&, const cast& c, const payload_header&,
                               const unsigned char* body, std::span<float> acc, float weight) {
-    for (std::size_t i = 0; i < acc.size(); ++i) {
-      const float v = c.decode_value(cpu::detail::load_word<std::uint16_t>(body + 2 * i));
-      acc[i] = add_rn(acc[i], mul_rn(weight, v));
+    if (c.to == dtype::bf16) {
+      cpu::detail::cast_decode<true, true>(body, acc.size(), acc.data(), weight);
+    } else {
+      cpu::detail::cast_decode<false, true>(body, acc.size(), acc.data(), weight);
     }
   }
 
   static std::size_t roundtrip(const cpu::seq_t&, const cast& c, const context& ctx,
                                std::span<float> x, std::span<std::byte>) {
     std::size_t bad = 0;
-    for (float& v : x) v = c.decode_value(c.encode_value(screen(v, ctx.on_nonfinite, bad)));
+    for (float& v : x)
+      v = c.decode_value(c.encode_value(screen(v, ctx.on_nonfinite, bad)));
     return bad;
   }
 };

@@ -9,14 +9,22 @@
 /// the instance), so the per-element code has no data-dependent branches and packs whole
 /// groups of eight codes. Nothing needs a workspace: column statistics accumulate in the
 /// body's record slots (encode) or in a small tile on the stack (roundtrip).
+///
+/// Symmetric per-block and per-tensor groups of fp32 take the streaming kernels of
+/// detail/kernels.hpp (issue 7): an integer absmax reduction, codes computed 256 at a time and
+/// packed eight at a time, Philox blocks generated 64 at a time, and a software prefetch of the
+/// block after next. A group holding a NaN or Inf, or not starting on a multiple of 8, takes the
+/// element-wise path; both paths compute the same expressions, so the bytes are the same.
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
 #include <type_traits>
 
 #include "commpress/backend/cpu/detail/element_io.hpp"
+#include "commpress/backend/cpu/detail/kernels.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/compress/quantize.hpp"
 #include "commpress/core/context.hpp"
@@ -44,6 +52,10 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
   static void decode_body(const cpu::seq_t&, const quantize& c, const payload_header&,
                           const unsigned char* body, std::span<T> out) {
     dispatch(c, [&](auto b, auto r, auto) {
+      if constexpr (decltype(r)::value == sym && std::is_same_v<T, float>) {
+        if (decode_fast<decltype(b)::value, false>(c, out.size(), body, out.data(), 1.0f))
+          return;
+      }
       decode_each<decltype(b)::value, decltype(r)::value>(
           c, out.size(), body, [&](std::size_t i, float v) { out[i] = from_float<T>(v); });
     });
@@ -52,6 +64,10 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
   static void accumulate_body(const cpu::seq_t&, const quantize& c, const payload_header&,
                               const unsigned char* body, std::span<float> acc, float weight) {
     dispatch(c, [&](auto b, auto r, auto) {
+      if constexpr (decltype(r)::value == sym) {
+        if (decode_fast<decltype(b)::value, true>(c, acc.size(), body, acc.data(), weight))
+          return;
+      }
       decode_each<decltype(b)::value, decltype(r)::value>(
           c, acc.size(), body,
           [&](std::size_t i, float v) { acc[i] = add_rn(acc[i], mul_rn(weight, v)); });
@@ -63,6 +79,34 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
     std::size_t bad = 0;
     dispatch(c, [&](auto b, auto r, auto s) {
       bad = roundtrip_impl<decltype(b)::value, decltype(r)::value, decltype(s)::value>(c, ctx, x);
+    });
+    return bad;
+  }
+
+  /// Largest block the fused error-feedback step keeps on the stack.
+  static constexpr std::uint32_t fused_max_block = 4096;
+
+  /// Whether encode_ef serves this configuration: symmetric blocks of a multiple of 8 elements,
+  /// at most fused_max_block.
+  static bool can_fuse_feedback(const quantize& c) {
+    return c.range == quant_range::symmetric && c.granularity == scale_granularity::block &&
+           c.group % 8 == 0 && c.group <= fused_max_block;
+  }
+
+  /// One error-feedback step fused with the encode (feedback/ef.hpp, issue 7): per block,
+  /// h = screen(g) + e, the body gets Q(h), and e = h - deQ(Q(h)) where that is finite (else e
+  /// keeps its value and `held` counts it). The same operations, in the same order, as ef's
+  /// unfused sequence (h in a workspace, encode, decode_accumulate with weight -1, copy), in one
+  /// pass over g and e. Returns the non-finite count of g. ctx.on_nonfinite is not `fail`.
+  static std::size_t encode_ef(const quantize& c, const context& ctx, const float* g, float* e,
+                               std::size_t n, unsigned char* body, std::size_t& held) {
+    std::size_t bad = 0;
+    const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
+    dispatch(c, [&](auto b, auto, auto s) {
+      bad = zero ? encode_ef_impl<decltype(b)::value, decltype(s)::value, true>(c, ctx, g, e, n,
+                                                                               body, held)
+                 : encode_ef_impl<decltype(b)::value, decltype(s)::value, false>(c, ctx, g, e, n,
+                                                                                body, held);
     });
     return bad;
   }
@@ -204,6 +248,157 @@ private:
       sink(i, unpack_one(codes, i, B));
   }
 
+  /// Symmetric group [begin, end) of an n-element fp32 tensor through the streaming kernels;
+  /// false (nothing written) when the group holds a NaN or Inf, which the element-wise path
+  /// handles. begin is a multiple of 8; a short tail goes through pack_run and `buf`.
+  template <unsigned B, bool S>
+  static bool encode_fast(const float* x, std::size_t n, std::size_t begin, std::size_t end,
+                          std::size_t len, uniform_stream& u, unsigned char* body, std::size_t g,
+                          unsigned char* codes, std::uint32_t (&buf)[8]) {
+    using namespace cpu::detail;
+    if (len == 1024 && end + 2 * len <= n)
+      prefetch_page(x + end + len); // the block after next (see prefetch_page)
+    const std::uint32_t key = max_magnitude_bits(x + begin, end - begin);
+    if (key >= 0x7f800000u)
+      return false;
+    const float s0 = bits_to_float(key);
+    store_record<sym>(body, g, quantize::make_record(sym, B, s0, 0.0f));
+    const quantize::coder k = quantize::make_coder(sym, B, s0, 0.0f);
+    const std::size_t whole = begin + (end - begin) / 8 * 8;
+    alignas(64) std::uint8_t c[code_chunk];
+    alignas(64) std::uint32_t words[S ? code_chunk : 1];
+    for (std::size_t i = begin; i < whole; i += code_chunk) {
+      const std::size_t m = whole - i < code_chunk ? whole - i : code_chunk;
+      if constexpr (S) {
+        philox_words(u.key, u.step, i >> 2, (m + 3) / 4, words);
+        sym_codes_stochastic<B>(x + i, m, k.inv, words, c);
+      } else {
+        sym_codes_nearest<B>(x + i, m, k.inv, c);
+      }
+      pack_codes<B>(c, m, codes + i / 8 * B);
+    }
+    pack_run<B>(whole, end, buf, codes,
+                [&](std::size_t i) { return code_of<B, sym, S>(x[i], k, u, i); });
+    return true;
+  }
+
+  template <unsigned B, bool S, bool Zero>
+  static std::size_t encode_ef_impl(const quantize& c, const context& ctx, const float* g,
+                                    float* e, std::size_t n, unsigned char* body,
+                                    std::size_t& held) {
+    using namespace cpu::detail;
+    const std::size_t len = c.group;
+    unsigned char* const codes = body + c.n_groups(n) * c.record_bytes();
+    uniform_stream u{ctx.key(), ctx.step};
+    alignas(64) float h[fused_max_block];
+    alignas(64) std::uint8_t code[fused_max_block];
+    alignas(64) std::uint32_t words[S ? code_chunk : 1];
+    std::size_t bad = 0;
+    std::size_t ignored = 0; // encode's own count of non-finite h is not reported by ef
+    for (std::size_t grp = 0, begin = 0; begin < n; ++grp, begin += len) {
+      const std::size_t end = n - begin < len ? n : begin + len;
+      const std::size_t m = end - begin;
+      if (len == 1024 && end + 2 * len <= n) {
+        prefetch_page(g + end + len);
+        prefetch_page(e + end + len);
+      }
+      std::uint32_t nonfinite = 0;
+      for (std::size_t j = 0; j < m; ++j) {
+        std::uint32_t bits;
+        std::memcpy(&bits, g + begin + j, 4);
+        const bool nf = (bits & 0x7fffffffu) >= 0x7f800000u;
+        nonfinite += nf ? 1u : 0u;
+        h[j] = (Zero && nf ? 0.0f : g[begin + j]) + e[begin + j];
+      }
+      bad += nonfinite;
+      const std::uint32_t key = max_magnitude_bits(h, m);
+      float s0 = bits_to_float(key);
+      if (key >= 0x7f800000u) { // a NaN or Inf h: the element-wise statistics of encode
+        s0 = 0.0f;
+        float unused = stat1_init;
+        bool poisoned = false;
+        for (std::size_t j = 0; j < m; ++j) {
+          poisoned |= !is_finite(h[j]);
+          fold<sym>(screen(h[j], ctx.on_nonfinite, ignored), s0, unused);
+        }
+        if (poisoned && !Zero)
+          s0 = bits_to_float(0x7fc00000u);
+      }
+      const quantize::record rec = quantize::make_record(sym, B, s0, 0.0f);
+      store_record<sym>(body, grp, rec);
+      const quantize::coder k = quantize::make_coder(sym, B, s0, 0.0f);
+      if (key < 0x7f800000u) {
+        for (std::size_t i = 0; i < m; i += code_chunk) {
+          const std::size_t mm = m - i < code_chunk ? m - i : code_chunk;
+          if constexpr (S) {
+            philox_words(u.key, u.step, (begin + i) >> 2, (mm + 3) / 4, words);
+            sym_codes_stochastic<B>(h + i, mm, k.inv, words, code + i);
+          } else {
+            sym_codes_nearest<B>(h + i, mm, k.inv, code + i);
+          }
+        }
+      } else {
+        for (std::size_t j = 0; j < m; ++j)
+          code[j] = static_cast<std::uint8_t>(
+              code_of<B, sym, S>(screen(h[j], ctx.on_nonfinite, ignored), k, u, begin + j));
+      }
+      const std::size_t whole = m / 8 * 8;
+      pack_codes<B>(code, whole, codes + begin / 8 * B);
+      if (whole != m) { // the tensor's last, partial group of eight
+        std::uint32_t rest[8] = {};
+        for (std::size_t j = whole; j < m; ++j)
+          rest[j - whole] = code[j];
+        pack_group(rest, static_cast<unsigned>(m - whole), B, codes + (begin + whole) / 8 * B);
+      }
+      // e = h + (-1) * deQ, as decode_accumulate(payload, h, -1) computes it, where finite.
+      constexpr std::int32_t offset = (1 << (B - 1)) - 1;
+      std::uint32_t kept = 0;
+      for (std::size_t j = 0; j < m; ++j) {
+        const float v = static_cast<float>(static_cast<std::int32_t>(code[j]) - offset) * rec.a;
+        const float r = h[j] + -1.0f * v;
+        const bool ok = is_finite(r);
+        kept += ok ? 0u : 1u;
+        e[begin + j] = ok ? r : e[begin + j];
+      }
+      held += kept;
+    }
+    return bad;
+  }
+
+  /// Symmetric block / tensor decoding of fp32 through the streaming kernels: out = deQ, or
+  /// out += weight * deQ when Accumulate. False when the granularity is per column.
+  template <unsigned B, bool Accumulate>
+  static bool decode_fast(const quantize& c, std::size_t n, const unsigned char* body, float* out,
+                          float weight) {
+    using namespace cpu::detail;
+    if (c.granularity == scale_granularity::column)
+      return false;
+    const std::size_t len = c.granularity == scale_granularity::tensor ? n : c.group;
+    if (len % 8 != 0 && len != n)
+      return false;
+    const unsigned char* const codes = body + c.n_groups(n) * c.record_bytes();
+    alignas(64) std::uint8_t code[code_chunk];
+    for (std::size_t g = 0, begin = 0; begin < n; ++g, begin += len) {
+      const std::size_t end = n - begin < len ? n : begin + len;
+      const float scale = load_record<sym>(body, g).a;
+      const std::size_t whole = begin + (end - begin) / 8 * 8;
+      for (std::size_t i = begin; i < whole; i += code_chunk) {
+        const std::size_t m = whole - i < code_chunk ? whole - i : code_chunk;
+        unpack_codes<B>(codes + i / 8 * B, m, code);
+        if constexpr (Accumulate) {
+          sym_accumulate<B>(code, m, scale, weight, out + i);
+        } else {
+          sym_decode<B>(code, m, scale, out + i);
+        }
+      }
+      for (std::size_t i = whole; i < end; ++i) {
+        const float v = quantize::decode_value(sym, B, unpack_one(codes, i, B), {scale, 0.0f});
+        out[i] = Accumulate ? add_rn(out[i], mul_rn(weight, v)) : v;
+      }
+    }
+    return true;
+  }
+
   template <unsigned B, quant_range R, bool S, element T>
   static std::size_t encode(const quantize& c, const context& ctx, std::span<const T> in,
                             unsigned char* body) {
@@ -255,6 +450,11 @@ private:
       const std::size_t len = c.granularity == scale_granularity::tensor ? n : c.group;
       for (std::size_t g = 0, begin = 0; begin < n; ++g, begin += len) {
         const std::size_t end = n - begin < len ? n : begin + len;
+        if constexpr (R == sym && std::is_same_v<T, float>) {
+          if ((begin & 7u) == 0 &&
+              encode_fast<B, S>(in.data(), n, begin, end, len, u, body, g, codes, buf))
+            continue;
+        }
         float s0 = stat0_init<R>();
         float s1 = stat1_init;
         const std::size_t bad_before = bad;

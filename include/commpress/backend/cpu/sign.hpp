@@ -4,12 +4,18 @@
 
 /// @file
 /// CPU implementation of the sign codec.
+///
+/// fp32 groups whose bits start on a byte (block % 8 == 0, or one group) run in one pass
+/// (detail/kernels.hpp, sign_group): the bits do not depend on the scale, so the scale's
+/// canonical sum and the bits come from the same read of x (issue 7).
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 #include "commpress/backend/cpu/detail/element_io.hpp"
+#include "commpress/backend/cpu/detail/kernels.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/compress/sign.hpp"
 #include "commpress/core/canonical_sum.hpp"
@@ -39,6 +45,24 @@ struct codec_impl<sign, cpu::seq_t> {
     const std::uint64_t len = c.group_length(n);
     const std::uint64_t groups = c.groups(n);
     std::size_t bad = 0;
+    if constexpr (std::is_same_v<T, float>) {
+      if (len % 8 == 0 || groups == 1) {
+        const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
+        const bool rms = c.scale == sign_scale::rms;
+        for (std::uint64_t g = 0; g < groups; ++g) {
+          const std::uint64_t first = g * len;
+          const std::uint64_t m = n - first < len ? n - first : len;
+          const float* x = in.data() + first;
+          unsigned char* bits = body + 4 * groups + first / 8;
+          const double sum = rms ? (zero ? cpu::detail::sign_group<true, true>(x, m, bits, bad)
+                                         : cpu::detail::sign_group<true, false>(x, m, bits, bad))
+                                 : (zero ? cpu::detail::sign_group<false, true>(x, m, bits, bad)
+                                         : cpu::detail::sign_group<false, false>(x, m, bits, bad));
+          cpu::detail::store_word<float>(body + 4 * g, c.scale_from_sum(sum, m));
+        }
+        return bad;
+      }
+    }
     for (std::uint64_t g = 0; g < groups; ++g) {
       const std::uint64_t first = g * len;
       const std::uint64_t m = n - first < len ? n - first : len;

@@ -1,0 +1,254 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+//
+// The table of issue 7 ("CPU codecs at memory speed"): every codec kernel at 64 Mi fp32 elements,
+// single thread, timed interleaved with its baselines in the same process (an fp32 copy, a
+// read-only pass, std::nth_element on |x|, or the nearest-rounding kernel), so host drift hits
+// both sides of each ratio alike (perf.md B4). Each benchmark's label states its goals as
+// ratios of the `<name>_ns` counters; scripts/bench_table.py prints the table from the JSON.
+//
+//   GLIBC_TUNABLES=glibc.malloc.hugetlb=1 taskset -c 0 build-perf/bench/commpress_roofline_bench \
+//     --benchmark_format=json --benchmark_out=roofline.json
+//   python3 scripts/bench_table.py roofline.json
+//
+// COMMPRESS_BENCH_N overrides the element count (default 64 Mi = 2^26), COMMPRESS_BENCH_ITERS
+// the iterations of every row.
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/buffers.hpp"
+#include "common/interleave.hpp"
+#include "commpress/backend/cpu/quantize.hpp"
+#include "commpress/backend/cpu/sign.hpp"
+#include "commpress/backend/cpu/top_k.hpp"
+#include "commpress/commpress.hpp"
+#include "commpress/pipeline/pipeline.hpp"
+
+namespace cp = commpress;
+using commpress_bench::gaussian_input;
+using commpress_bench::run_interleaved;
+using commpress_bench::scratch;
+using commpress_bench::scratch_floats;
+using commpress_bench::timed;
+
+namespace {
+
+std::size_t elements() {
+  const char* env = std::getenv("COMMPRESS_BENCH_N");
+  return env != nullptr ? static_cast<std::size_t>(std::strtoull(env, nullptr, 10))
+                        : std::size_t{1} << 26;
+}
+
+// Scratch slots: each benchmark re-requests what it needs, so sizes only grow.
+enum slot : int { copy_out = 0, payload = 1, workspace = 2, decoded = 3, keys = 4, accum = 5 };
+
+/// The same-process reference: an fp32 copy of the input (memcpy, as a user would write it).
+timed copy_ref(std::span<const float> x) {
+  auto out = scratch_floats(copy_out, x.size());
+  return {"copy", [x, out] {
+            std::memcpy(out.data(), x.data(), 4 * x.size());
+            benchmark::DoNotOptimize(out.data());
+          }};
+}
+
+/// The read-only reference: a sum over the input, 16 independent accumulators so it vectorizes.
+timed read_ref(std::span<const float> x) {
+  return {"read", [x] {
+            float acc[16] = {};
+            const std::size_t n = x.size() / 16 * 16;
+            for (std::size_t i = 0; i < n; i += 16)
+              for (unsigned j = 0; j < 16; ++j)
+                acc[j] += x[i + j];
+            float s = 0;
+            for (float a : acc)
+              s += a;
+            benchmark::DoNotOptimize(s);
+          }};
+}
+
+template <class Codec> timed encode_fn(const char* name, Codec c, std::span<const float> x) {
+  const std::size_t bytes = cp::max_payload_bytes(c, x.size());
+  auto out = scratch(payload, bytes);
+  auto ws = scratch(workspace, cp::workspace_bytes(cp::cpu::seq, c, x.size()) + 1);
+  return {name, [c, x, out, ws] {
+            cp::context ctx{.seed = 1, .tensor_id = 3};
+            cp::encode(cp::cpu::seq, c, ctx, x, out, ws);
+            benchmark::DoNotOptimize(out.data());
+          }};
+}
+
+void with_label(benchmark::internal::Benchmark* b) {
+  b->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+
+/// Iterations of a row: its own count, or COMMPRESS_BENCH_ITERS when set (quick runs).
+int iterations(int own) {
+  const char* env = std::getenv("COMMPRESS_BENCH_ITERS");
+  return env != nullptr ? std::atoi(env) : own;
+}
+
+template <class F> void add(const std::string& name, const std::string& goals, int iters, F fn) {
+  auto* b = benchmark::RegisterBenchmark(name.c_str(), [fn, goals](benchmark::State& s) {
+    s.SetLabel(goals);
+    fn(s);
+  });
+  with_label(b);
+  b->Iterations(iterations(iters));
+}
+
+void register_all() {
+  const std::size_t n = elements();
+
+  // --- cast ------------------------------------------------------------------------------------
+  for (auto [name, to] : {std::pair{"cast/bf16", cp::dtype::bf16}, {"cast/f16", cp::dtype::f16}})
+    add(name, "kernel/copy<=0.85", 15, [n, to = to](benchmark::State& s) {
+      const auto x = gaussian_input(n);
+      run_interleaved(s, n, {encode_fn("kernel", cp::cast{.to = to}, x), copy_ref(x)});
+    });
+
+  // --- quantize, nearest and stochastic ----------------------------------------------------------
+  struct qrow {
+    unsigned bits;
+    cp::scale_granularity gran;
+    std::uint32_t group;
+    std::string tag;
+  };
+  std::vector<qrow> rows;
+  for (unsigned b : {8u, 4u, 2u}) {
+    rows.push_back({b, cp::scale_granularity::block, 1024, "block1024"});
+    rows.push_back({b, cp::scale_granularity::block, 128, "block128"});
+    rows.push_back({b, cp::scale_granularity::tensor, 0, "tensor"});
+  }
+  for (const auto& r : rows) {
+    const cp::quantize nearest{.bits = r.bits, .granularity = r.gran, .group = r.group};
+    cp::quantize stochastic = nearest;
+    stochastic.round = cp::rounding::stochastic;
+    const std::string base = "quantize/" + std::to_string(r.bits) + "bit/" + r.tag;
+    add(base + "/nearest", "kernel/copy<=0.80", 15, [n, nearest](benchmark::State& s) {
+      const auto x = gaussian_input(n);
+      run_interleaved(s, n, {encode_fn("kernel", nearest, x), copy_ref(x)});
+    });
+    add(base + "/stochastic", "kernel/nearest<=1.5", 11,
+        [n, nearest, stochastic](benchmark::State& s) {
+          const auto x = gaussian_input(n);
+          run_interleaved(
+              s, n,
+              {encode_fn("kernel", stochastic, x), encode_fn("nearest", nearest, x), copy_ref(x)});
+        });
+  }
+
+  // --- dequantize and decode_accumulate --------------------------------------------------------
+  for (unsigned b : {8u, 4u, 2u}) {
+    const cp::quantize q{.bits = b, .granularity = cp::scale_granularity::block, .group = 1024};
+    const std::string base = "dequantize/" + std::to_string(b) + "bit/block1024";
+    const auto payload_of = [n, q] {
+      const auto x = gaussian_input(n);
+      const std::size_t bytes = cp::max_payload_bytes(q, n);
+      auto p = scratch(payload, bytes);
+      auto ws = scratch(workspace, cp::workspace_bytes(cp::cpu::seq, q, n) + 1);
+      cp::encode(cp::cpu::seq, q, {.seed = 1, .tensor_id = 3}, x, p, ws);
+      return std::span<const std::byte>(p);
+    };
+    add(base + "/decode", "kernel/copy<=1.0", 15, [n, q, payload_of](benchmark::State& s) {
+      const auto p = payload_of();
+      auto out = scratch_floats(decoded, n);
+      run_interleaved(s, n,
+                      {{"kernel", [q, p, out] { cp::decode(cp::cpu::seq, q, p, out); }},
+                       copy_ref(gaussian_input(n))});
+    });
+    add(base + "/decode_accumulate", "kernel/copy<=1.0", 15,
+        [n, q, payload_of](benchmark::State& s) {
+          const auto p = payload_of();
+          auto acc = scratch_floats(accum, n);
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          run_interleaved(
+              s, n,
+              {{"kernel", [q, p, acc] { cp::decode_accumulate(cp::cpu::seq, q, p, acc, 0.5f); }},
+               copy_ref(gaussian_input(n))});
+        });
+  }
+
+  // --- fused feedback + 4-bit quantize (pipeline API) ------------------------------------------
+  const cp::quantize q4{.bits = 4, .granularity = cp::scale_granularity::block, .group = 1024};
+  const auto feedback_row = [n](const std::string& name, auto pipe) {
+    add(name, "kernel/copy<=1.8", 11, [n, pipe](benchmark::State& s) {
+      const auto g = gaussian_input(n);
+      auto st = std::make_shared<decltype(pipe.make_state(n))>(pipe.make_state(n));
+      auto out = scratch(payload, pipe.max_payload_bytes(n));
+      auto ws = scratch(workspace, pipe.workspace_bytes(n));
+      auto step = std::make_shared<std::uint64_t>(0);
+      run_interleaved(s, n,
+                      {{"kernel",
+                        [pipe, st, g, out, ws, step] {
+                          const cp::context ctx{.seed = 1, .step = (*step)++, .tensor_id = 3};
+                          cp::encode(cp::cpu::seq, pipe, *st, ctx, g, out, ws);
+                        }},
+                       copy_ref(g)});
+    });
+  };
+  feedback_row("feedback/ef+q4/block1024", cp::pipeline<cp::ef, cp::quantize>{{}, q4});
+  feedback_row("feedback/loco_f32+q4/block1024",
+               cp::pipeline<cp::loco<cp::store_f32>, cp::quantize>{{.reset_every = 0}, q4});
+  feedback_row("feedback/loco_int8+q4/block1024",
+               cp::pipeline<cp::loco<cp::store_int8>, cp::quantize>{{.reset_every = 0}, q4});
+
+  // --- sign + scale ------------------------------------------------------------------------------
+  add("sign/tensor/mean_abs", "kernel/copy<=0.7", 15, [n](benchmark::State& s) {
+    const auto x = gaussian_input(n);
+    run_interleaved(s, n, {encode_fn("kernel", cp::sign{}, x), copy_ref(x), read_ref(x)});
+  });
+  add("sign/block1024/mean_abs", "kernel/copy<=0.7", 15, [n](benchmark::State& s) {
+    const auto x = gaussian_input(n);
+    const cp::sign c{.granularity = cp::sign_granularity::block, .block = 1024};
+    run_interleaved(s, n, {encode_fn("kernel", c, x), copy_ref(x), read_ref(x)});
+  });
+
+  // --- exact top-k vs std::nth_element on the same |x| ----------------------------------------
+  for (auto [pct, goals] : {std::pair{1, "nth_element/kernel>=15;kernel/copy<=3"},
+                            std::pair{10, "nth_element/kernel>=10;kernel/copy<=5"}}) {
+    for (std::uint64_t seed : {1u, 2u, 3u}) {
+      const std::string name = "topk/k=" + std::to_string(pct) + "%/seed:" + std::to_string(seed);
+      add(name, goals, 5, [n, pct = pct, seed](benchmark::State& s) {
+        const auto x = gaussian_input(n, seed);
+        const cp::top_k c{.count = n * static_cast<std::uint64_t>(pct) / 100};
+        auto a = scratch_floats(keys, n);
+        const std::size_t k = c.count;
+        run_interleaved(
+            s, n,
+            {encode_fn("kernel", c, x),
+             {"nth_element",
+              [a, k] { std::nth_element(a.begin(), a.begin() + (a.size() - k), a.end()); },
+              [a, x] {
+                for (std::size_t i = 0; i < x.size(); ++i)
+                  a[i] = cp::detail::abs(x[i]);
+              }},
+             copy_ref(x),
+             read_ref(x)});
+      });
+    }
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv))
+    return 1;
+  benchmark::AddCustomContext("page_policy", commpress_bench::page_policy());
+  benchmark::AddCustomContext("elements", std::to_string(elements()));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
