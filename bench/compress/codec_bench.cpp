@@ -88,6 +88,19 @@ int main(int argc, char** argv) {
   register_codec("identity", cp::identity{});
   register_codec("cast_bf16", cp::cast{.to = cp::dtype::bf16});
   register_codec("cast_f16", cp::cast{.to = cp::dtype::f16});
+  using cp::quant_range, cp::rounding, cp::scale_granularity;
+  register_codec("quantize_8bit_block128", cp::quantize{.bits = 8, .group = 128});
+  register_codec("quantize_4bit_block128", cp::quantize{.bits = 4, .group = 128});
+  register_codec("quantize_2bit_block128", cp::quantize{.bits = 2, .group = 128});
+  register_codec("quantize_4bit_block128_stochastic",
+                 cp::quantize{.bits = 4, .group = 128, .round = rounding::stochastic});
+  register_codec("quantize_4bit_tensor_minmax",
+                 cp::quantize{.bits = 4, .granularity = scale_granularity::tensor, .group = 0,
+                              .range = quant_range::asymmetric});
+  register_codec("top_k_1pct", cp::top_k{.fraction = 0.01f});
+  register_codec("top_k_10pct", cp::top_k{.fraction = 0.1f});
+  register_codec("random_k_1pct", cp::random_k{.fraction = 0.01f});
+  register_codec("sign_rms_tensor", cp::sign{.scale = cp::sign_scale::rms});
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
