@@ -9,8 +9,8 @@
 #include <cstring>
 #include <span>
 
-#include "commpress/commpress.hpp"
 #include "common/buffers.hpp"
+#include "commpress/commpress.hpp"
 
 namespace cp = commpress;
 using commpress_bench::gaussian_input;
@@ -30,8 +30,7 @@ void BM_copy(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 4 * n));
 }
 
-template <class Codec>
-void BM_encode(benchmark::State& state, Codec c) {
+template <class Codec> void BM_encode(benchmark::State& state, Codec c) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const auto& x = gaussian_input(n);
   const auto bytes = cp::max_payload_bytes(c, n);
@@ -48,8 +47,7 @@ void BM_encode(benchmark::State& state, Codec c) {
   state.counters["payload_per_input"] = static_cast<double>(bytes) / (4.0 * static_cast<double>(n));
 }
 
-template <class Codec>
-void BM_decode(benchmark::State& state, Codec c) {
+template <class Codec> void BM_decode(benchmark::State& state, Codec c) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const auto& x = gaussian_input(n);
   const auto bytes = cp::max_payload_bytes(c, n);
@@ -66,8 +64,7 @@ void BM_decode(benchmark::State& state, Codec c) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 4 * n));
 }
 
-template <class Codec>
-void register_codec(const char* name, Codec c) {
+template <class Codec> void register_codec(const char* name, Codec c) {
   benchmark::RegisterBenchmark((std::string("BM_encode/") + name).c_str(),
                                [c](benchmark::State& s) { BM_encode(s, c); })
       ->Arg(1 << 20)
@@ -95,14 +92,17 @@ int main(int argc, char** argv) {
   register_codec("quantize_4bit_block128_stochastic",
                  cp::quantize{.bits = 4, .group = 128, .round = rounding::stochastic});
   register_codec("quantize_4bit_tensor_minmax",
-                 cp::quantize{.bits = 4, .granularity = scale_granularity::tensor, .group = 0,
+                 cp::quantize{.bits = 4,
+                              .granularity = scale_granularity::tensor,
+                              .group = 0,
                               .range = quant_range::asymmetric});
   register_codec("top_k_1pct", cp::top_k{.fraction = 0.01f});
   register_codec("top_k_10pct", cp::top_k{.fraction = 0.1f});
   register_codec("random_k_1pct", cp::random_k{.fraction = 0.01f});
   register_codec("sign_rms_tensor", cp::sign{.scale = cp::sign_scale::rms});
   benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  if (benchmark::ReportUnrecognizedArguments(argc, argv))
+    return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -26,7 +26,7 @@ namespace commpress_examples {
 /// Where `apt-get install dataset-fashion-mnist` puts the files.
 inline constexpr std::string_view fashion_mnist_default_dir = "/usr/share/datasets/fashion-mnist";
 /// Environment variable that overrides the default directory.
-inline constexpr const char *fashion_mnist_dir_env = "COMMPRESS_FASHION_MNIST_DIR";
+inline constexpr const char* fashion_mnist_dir_env = "COMMPRESS_FASHION_MNIST_DIR";
 
 /// @brief One split: `count` images of 28x28 pixels, row-major, scaled to [0, 1].
 struct image_set {
@@ -51,14 +51,14 @@ struct fashion_mnist {
 
 namespace detail {
 
-inline std::uint32_t read_be32(const std::uint8_t *p) noexcept {
+inline std::uint32_t read_be32(const std::uint8_t* p) noexcept {
   return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) |
          std::uint32_t{p[3]};
 }
 
 /// Reads a whole file through zlib; gzread passes non-gzip files through unchanged, so an
 /// already decompressed copy works too.
-inline std::vector<std::uint8_t> read_gz_file(const std::filesystem::path &path) {
+inline std::vector<std::uint8_t> read_gz_file(const std::filesystem::path& path) {
   gzFile f = gzopen(path.c_str(), "rb");
   if (f == nullptr)
     throw std::runtime_error("fashion_mnist: cannot open " + path.string());
@@ -82,7 +82,7 @@ inline std::vector<std::uint8_t> read_gz_file(const std::filesystem::path &path)
 }
 
 /// Finds `<dir>/<stem>.gz`, falling back to `<dir>/<stem>`.
-inline std::filesystem::path find_idx_file(const std::filesystem::path &dir,
+inline std::filesystem::path find_idx_file(const std::filesystem::path& dir,
                                            std::string_view stem) {
   const std::filesystem::path gz = dir / (std::string(stem) + ".gz");
   if (std::filesystem::is_regular_file(gz))
@@ -104,8 +104,8 @@ inline std::string hex32(std::uint32_t v) {
   return buf;
 }
 
-inline void check_header(const std::vector<std::uint8_t> &bytes, std::size_t header_bytes,
-                         std::uint32_t magic, const std::filesystem::path &path) {
+inline void check_header(const std::vector<std::uint8_t>& bytes, std::size_t header_bytes,
+                         std::uint32_t magic, const std::filesystem::path& path) {
   if (bytes.size() < header_bytes)
     throw std::runtime_error("fashion_mnist: " + path.string() + " is truncated (no IDX header)");
   const std::uint32_t got = read_be32(bytes.data());
@@ -115,8 +115,8 @@ inline void check_header(const std::vector<std::uint8_t> &bytes, std::size_t hea
 }
 
 /// IDX3 unsigned-byte images: magic 0x00000803, count, rows, cols, then the pixels.
-inline std::vector<std::uint8_t> load_idx_images(const std::filesystem::path &path,
-                                                 std::size_t &count) {
+inline std::vector<std::uint8_t> load_idx_images(const std::filesystem::path& path,
+                                                 std::size_t& count) {
   std::vector<std::uint8_t> bytes = read_gz_file(path);
   check_header(bytes, 16, 0x00000803u, path);
   count = read_be32(bytes.data() + 4);
@@ -134,8 +134,8 @@ inline std::vector<std::uint8_t> load_idx_images(const std::filesystem::path &pa
 }
 
 /// IDX1 unsigned-byte labels: magic 0x00000801, count, then the labels.
-inline std::vector<std::uint8_t> load_idx_labels(const std::filesystem::path &path,
-                                                 std::size_t &count) {
+inline std::vector<std::uint8_t> load_idx_labels(const std::filesystem::path& path,
+                                                 std::size_t& count) {
   std::vector<std::uint8_t> bytes = read_gz_file(path);
   check_header(bytes, 8, 0x00000801u, path);
   count = read_be32(bytes.data() + 4);
@@ -146,7 +146,7 @@ inline std::vector<std::uint8_t> load_idx_labels(const std::filesystem::path &pa
   return bytes;
 }
 
-inline image_set load_split(const std::filesystem::path &dir, std::string_view prefix,
+inline image_set load_split(const std::filesystem::path& dir, std::string_view prefix,
                             std::size_t expected_count) {
   std::size_t n_images = 0;
   std::size_t n_labels = 0;
@@ -188,7 +188,7 @@ inline image_set load_split(const std::filesystem::path &dir, std::string_view p
 inline std::filesystem::path fashion_mnist_dir(std::string_view override_dir = {}) {
   if (!override_dir.empty())
     return std::filesystem::path(override_dir);
-  if (const char *env = std::getenv(fashion_mnist_dir_env); env != nullptr && *env != '\0')
+  if (const char* env = std::getenv(fashion_mnist_dir_env); env != nullptr && *env != '\0')
     return std::filesystem::path(env);
   return std::filesystem::path(fashion_mnist_default_dir);
 }

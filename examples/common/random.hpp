@@ -59,7 +59,7 @@ inline std::uint64_t derive_seed(std::uint64_t base, std::uint64_t label) noexce
 }
 
 /// @brief Fisher-Yates shuffle with splitmix64 (std::shuffle's algorithm is unspecified).
-template <class T> void shuffle(std::span<T> values, splitmix64 &rng) noexcept {
+template <class T> void shuffle(std::span<T> values, splitmix64& rng) noexcept {
   for (std::size_t i = values.size(); i > 1; --i) {
     const std::size_t j = static_cast<std::size_t>(rng.below(i));
     std::swap(values[i - 1], values[j]);

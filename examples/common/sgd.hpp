@@ -25,9 +25,9 @@ inline void sgd_momentum_step(std::span<float> params, std::span<const float> gr
                               std::span<float> velocity, float lr, float momentum) {
   if (grads.size() != params.size() || velocity.size() != params.size())
     throw std::invalid_argument("sgd_momentum_step: params, grads and velocity sizes differ");
-  float *p = params.data();
-  const float *g = grads.data();
-  float *v = velocity.data();
+  float* p = params.data();
+  const float* g = grads.data();
+  float* v = velocity.data();
   for (std::size_t i = 0; i < params.size(); ++i) {
     v[i] = momentum * v[i] + g[i];
     p[i] -= lr * v[i];
@@ -42,7 +42,7 @@ public:
   void step(std::size_t stage_index, std::span<float> params, std::span<const float> grads) {
     if (stage_index >= velocity_.size())
       velocity_.resize(stage_index + 1);
-    std::vector<float> &v = velocity_[stage_index];
+    std::vector<float>& v = velocity_[stage_index];
     if (v.empty())
       v.assign(params.size(), 0.0f);
     sgd_momentum_step(params, grads, v, lr_, momentum_);

@@ -40,15 +40,15 @@ struct boundary_hooks {
 };
 
 namespace detail {
-inline void run_hook(const std::vector<boundary_fn> &hooks, std::size_t b, matrix &data,
+inline void run_hook(const std::vector<boundary_fn>& hooks, std::size_t b, matrix& data,
                      std::span<const std::uint32_t> ids, bool training) {
   if (b < hooks.size() && hooks[b])
     hooks[b](data, ids, training);
 }
 
 /// Copies the rows `ids` of `set` into `x` and their labels into `y`.
-inline void gather_batch(const image_set &set, std::span<const std::uint32_t> ids, matrix &x,
-                         std::vector<std::uint8_t> &y) {
+inline void gather_batch(const image_set& set, std::span<const std::uint32_t> ids, matrix& x,
+                         std::vector<std::uint8_t>& y) {
   x.resize(static_cast<Eigen::Index>(ids.size()), static_cast<Eigen::Index>(image_set::pixels));
   y.resize(ids.size());
   for (std::size_t r = 0; r < ids.size(); ++r) {
@@ -69,9 +69,9 @@ struct epoch_stats {
 /// @brief One training step on one batch: forward through every stage with the forward
 /// hooks between them, loss, backward with the backward hooks, then `step` once per stage.
 /// Returns the batch-mean loss.
-inline float train_step(mlp &model, const matrix &batch, std::span<const std::uint8_t> labels,
-                        std::span<const std::uint32_t> ids, const boundary_hooks &hooks,
-                        const optimizer_fn &step) {
+inline float train_step(mlp& model, const matrix& batch, std::span<const std::uint8_t> labels,
+                        std::span<const std::uint32_t> ids, const boundary_hooks& hooks,
+                        const optimizer_fn& step) {
   const std::size_t n_stages = model.num_stages();
   matrix act = model[0].forward(batch);
   for (std::size_t s = 1; s < n_stages; ++s) {
@@ -93,9 +93,9 @@ inline float train_step(mlp &model, const matrix &batch, std::span<const std::ui
 
 /// @brief One epoch over `order` (a permutation of the training indices to use), in batches
 /// of `batch_size`; a last partial batch is dropped so every step sees the same batch shape.
-inline epoch_stats train_epoch(mlp &model, const image_set &train,
+inline epoch_stats train_epoch(mlp& model, const image_set& train,
                                std::span<const std::uint32_t> order, std::size_t batch_size,
-                               const boundary_hooks &hooks, const optimizer_fn &step) {
+                               const boundary_hooks& hooks, const optimizer_fn& step) {
   if (batch_size == 0)
     throw std::invalid_argument("train_epoch: batch size is zero");
   const auto t0 = std::chrono::steady_clock::now();
@@ -116,7 +116,7 @@ inline epoch_stats train_epoch(mlp &model, const image_set &train,
 
 /// @brief Top-1 accuracy on the whole of `set`, running the forward hooks with
 /// training = false (so a channel can be evaluated at inference too).
-inline double evaluate(const mlp &model, const image_set &set, const boundary_hooks &hooks,
+inline double evaluate(const mlp& model, const image_set& set, const boundary_hooks& hooks,
                        std::size_t batch_size = 1000) {
   std::vector<std::uint32_t> ids(set.count);
   for (std::size_t i = 0; i < set.count; ++i)

@@ -32,22 +32,20 @@ concept host_policy = Policy::host_memory;
 namespace detail {
 
 template <class Codec, class Policy>
-concept has_custom_roundtrip =
-    requires(const Policy& p, const Codec& c, const context& ctx, std::span<float> x,
-             std::span<std::byte> ws) {
-      { codec_impl<Codec, Policy>::roundtrip(p, c, ctx, x, ws) } -> std::same_as<std::size_t>;
-    };
+concept has_custom_roundtrip = requires(const Policy& p, const Codec& c, const context& ctx,
+                                        std::span<float> x, std::span<std::byte> ws) {
+  { codec_impl<Codec, Policy>::roundtrip(p, c, ctx, x, ws) } -> std::same_as<std::size_t>;
+};
 
 /// Number of NaN/Inf elements in `in`.
-template <element T>
-std::size_t count_nonfinite(std::span<const T> in) {
+template <element T> std::size_t count_nonfinite(std::span<const T> in) {
   std::size_t bad = 0;
-  for (const T& v : in) bad += is_finite(to_float(v)) ? 0u : 1u;
+  for (const T& v : in)
+    bad += is_finite(to_float(v)) ? 0u : 1u;
   return bad;
 }
 
-template <codec C>
-void check_can_implement(const C& c, std::uint64_t n) {
+template <codec C> void check_can_implement(const C& c, std::uint64_t n) {
   const status s = c.can_implement(n);
   COMMPRESS_EXPECTS(s, s.code, "codec", s.message);
 }

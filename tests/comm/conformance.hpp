@@ -36,30 +36,31 @@ inline std::byte pattern(int src, int dst, std::size_t i, std::uint64_t salt) {
 
 /// @brief A finite value of rank `rank` at index `i` whose magnitude spans 2^-20..2^20, with
 /// either sign, so that the order of additions changes the rounded result.
-template <class T>
-T wide_value(int rank, std::size_t i, std::uint64_t salt) {
+template <class T> T wide_value(int rank, std::size_t i, std::uint64_t salt) {
   const std::uint64_t h = mix(salt ^ (static_cast<std::uint64_t>(rank) << 40) ^ i);
   const double mantissa = 1.0 + static_cast<double>(h & 0xFFFFFFu) / 16777216.0;
   const int exponent = static_cast<int>((h >> 24) % 41) - 20;
   double v = mantissa;
-  for (int e = 0; e < exponent; ++e) v *= 2.0;
-  for (int e = 0; e > exponent; --e) v *= 0.5;
-  if ((h >> 32) & 1u) v = -v;
+  for (int e = 0; e < exponent; ++e)
+    v *= 2.0;
+  for (int e = 0; e > exponent; --e)
+    v *= 0.5;
+  if ((h >> 32) & 1u)
+    v = -v;
   return static_cast<T>(v);
 }
 
 /// @brief An integer-valued input whose sum over any number of ranks is exact in float.
-template <class T>
-T exact_value(int rank, std::size_t i) {
+template <class T> T exact_value(int rank, std::size_t i) {
   return static_cast<T>(static_cast<int>((i * 37u + static_cast<std::size_t>(rank) * 11u) % 997u) -
                         400);
 }
 
 /// @brief `x_0 + x_1 + ... + x_{n-1}` left to right, the reference for ordered sums.
-template <class T>
-T rank_ordered_sum(int size, std::size_t i, std::uint64_t salt) {
+template <class T> T rank_ordered_sum(int size, std::size_t i, std::uint64_t salt) {
   T acc = wide_value<T>(0, i, salt);
-  for (int r = 1; r < size; ++r) acc += wide_value<T>(r, i, salt);
+  for (int r = 1; r < size; ++r)
+    acc += wide_value<T>(r, i, salt);
   return acc;
 }
 
@@ -67,12 +68,12 @@ T rank_ordered_sum(int size, std::size_t i, std::uint64_t salt) {
 struct failures {
   std::vector<std::string> list;
   void check(bool ok, const std::string& what) {
-    if (!ok) list.push_back(what);
+    if (!ok)
+      list.push_back(what);
   }
 };
 
-template <class T>
-bool same_bits(std::span<const T> a, std::span<const T> b) {
+template <class T> bool same_bits(std::span<const T> a, std::span<const T> b) {
   return a.size() == b.size() &&
          (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
 }
@@ -84,7 +85,8 @@ void check_all_gather(C& comm, failures& f, const std::vector<std::size_t>& bloc
   const int me = comm.rank();
   for (std::size_t block : blocks) {
     std::vector<std::byte> mine(block);
-    for (std::size_t i = 0; i < block; ++i) mine[i] = pattern(me, -1, i, block);
+    for (std::size_t i = 0; i < block; ++i)
+      mine[i] = pattern(me, -1, i, block);
     std::vector<std::byte> all(block * static_cast<std::size_t>(n), std::byte{0xEE});
     comm.all_gather(std::span<const std::byte>(mine), std::span<std::byte>(all));
     bool ok = true;
@@ -128,7 +130,8 @@ void check_send_recv(C& comm, failures& f, const std::vector<std::size_t>& sizes
   const int prev = (me + n - 1) % n;
   for (std::size_t len : sizes) {
     std::vector<std::byte> out(len);
-    for (std::size_t i = 0; i < len; ++i) out[i] = pattern(me, next, i, len + 5);
+    for (std::size_t i = 0; i < len; ++i)
+      out[i] = pattern(me, next, i, len + 5);
     std::vector<std::byte> in(len, std::byte{0xEE});
     if (me == 0) {
       comm.send(std::span<const std::byte>(out), next, 1);
@@ -138,13 +141,15 @@ void check_send_recv(C& comm, failures& f, const std::vector<std::size_t>& sizes
       comm.send(std::span<const std::byte>(out), next, 1);
     }
     bool ok = true;
-    for (std::size_t i = 0; i < len; ++i) ok = ok && in[i] == pattern(prev, me, i, len + 5);
+    for (std::size_t i = 0; i < len; ++i)
+      ok = ok && in[i] == pattern(prev, me, i, len + 5);
     f.check(ok, "send/recv ring, " + std::to_string(len) + " bytes");
   }
 
   const auto msg = [&](int src, int k) {
     std::vector<std::byte> m(8);
-    for (std::size_t i = 0; i < m.size(); ++i) m[i] = pattern(src, k, i, 4242);
+    for (std::size_t i = 0; i < m.size(); ++i)
+      m[i] = pattern(src, k, i, 4242);
     return m;
   };
   const auto send_three = [&] {
@@ -176,12 +181,14 @@ void check_all_reduce_exact(C& comm, failures& f, const std::vector<std::size_t>
   const int n = comm.size();
   for (std::size_t count : counts) {
     std::vector<T> v(count);
-    for (std::size_t i = 0; i < count; ++i) v[i] = exact_value<T>(comm.rank(), i);
+    for (std::size_t i = 0; i < count; ++i)
+      v[i] = exact_value<T>(comm.rank(), i);
     comm.all_reduce_sum(std::span<T>(v));
     bool ok = true;
     for (std::size_t i = 0; i < count; ++i) {
       T expected = 0;
-      for (int r = 0; r < n; ++r) expected += exact_value<T>(r, i);
+      for (int r = 0; r < n; ++r)
+        expected += exact_value<T>(r, i);
       ok = ok && v[i] == expected;
     }
     f.check(ok, std::string("all_reduce_sum exact, ") + (sizeof(T) == 4 ? "float" : "double") +
@@ -198,18 +205,20 @@ void check_all_reduce_ordered(C& comm, failures& f, const std::vector<std::size_
   const int me = comm.rank();
   for (std::size_t count : counts) {
     std::vector<T> expected(count);
-    for (std::size_t i = 0; i < count; ++i) expected[i] = rank_ordered_sum<T>(n, i, count);
+    for (std::size_t i = 0; i < count; ++i)
+      expected[i] = rank_ordered_sum<T>(n, i, count);
     for (std::size_t chunk : chunks) {
       std::vector<T> v(count);
-      for (std::size_t i = 0; i < count; ++i) v[i] = wide_value<T>(me, i, count);
+      for (std::size_t i = 0; i < count; ++i)
+        v[i] = wide_value<T>(me, i, count);
       commpress::all_reduce_sum_ordered(comm, std::span<T>(v), chunk);
-      f.check(same_bits<T>(v, expected), "all_reduce_sum_ordered (free), " +
-                                             std::to_string(count) + " elements, chunk " +
-                                             std::to_string(chunk));
+      f.check(same_bits<T>(v, expected), "all_reduce_sum_ordered (free), " + std::to_string(count) +
+                                             " elements, chunk " + std::to_string(chunk));
     }
     if constexpr (requires { comm.all_reduce_sum_ordered(std::span<T>()); }) {
       std::vector<T> v(count);
-      for (std::size_t i = 0; i < count; ++i) v[i] = wide_value<T>(me, i, count);
+      for (std::size_t i = 0; i < count; ++i)
+        v[i] = wide_value<T>(me, i, count);
       comm.all_reduce_sum_ordered(std::span<T>(v));
       f.check(same_bits<T>(v, expected),
               "all_reduce_sum_ordered (member), " + std::to_string(count) + " elements");
@@ -223,8 +232,7 @@ void check_all_reduce_ordered(C& comm, failures& f, const std::vector<std::size_
 }
 
 /// @brief Every operation of the `communicator` concept, on host buffers.
-template <communicator_f64 C>
-std::vector<std::string> conformance(C& comm) {
+template <communicator_f64 C> std::vector<std::string> conformance(C& comm) {
   failures f;
   f.check(comm.size() >= 1 && comm.rank() >= 0 && comm.rank() < comm.size(), "rank/size");
   const std::vector<std::size_t> blocks = {0, 1, 3, 8, 29, 1000};

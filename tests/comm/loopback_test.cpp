@@ -30,16 +30,14 @@ namespace {
 constexpr auto test_timeout = std::chrono::milliseconds(20000);
 
 /// Runs `fn` on every rank and returns what each rank produced, for checks on the main thread.
-template <class R, class F>
-std::vector<R> per_rank(loopback_world& world, F fn) {
+template <class R, class F> std::vector<R> per_rank(loopback_world& world, F fn) {
   std::vector<R> out(static_cast<std::size_t>(world.size()));
   world.run([&](loopback_communicator& c) { out[static_cast<std::size_t>(c.rank())] = fn(c); });
   return out;
 }
 
 /// Runs `fn` on every rank and returns the message of the exception `world.run` rethrows.
-template <class F>
-std::string run_error(loopback_world& world, F fn) {
+template <class F> std::string run_error(loopback_world& world, F fn) {
   try {
     world.run(fn);
   } catch (const std::runtime_error& e) {
@@ -95,7 +93,8 @@ TEST_CASE("loopback_communicator: conformance of every operation, N = 1..4") {
         world, [](loopback_communicator& c) { return commpress::test::conformance(c); });
     for (int r = 0; r < n; ++r) {
       CAPTURE(r);
-      for (const auto& failure : results[static_cast<std::size_t>(r)]) FAIL_CHECK(failure);
+      for (const auto& failure : results[static_cast<std::size_t>(r)])
+        FAIL_CHECK(failure);
       CHECK(results[static_cast<std::size_t>(r)].empty());
     }
     CHECK(world.pending_messages() == 0);
@@ -142,7 +141,8 @@ TEST_CASE("loopback_communicator: all_reduce_sum adds in rank order, the same bi
       bool order_matters = false;
       for (std::size_t i = 0; i < count && !order_matters; ++i) {
         float reversed = commpress::test::wide_value<float>(n - 1, i, 99);
-        for (int r = n - 2; r >= 0; --r) reversed += commpress::test::wide_value<float>(r, i, 99);
+        for (int r = n - 2; r >= 0; --r)
+          reversed += commpress::test::wide_value<float>(r, i, 99);
         order_matters = reversed != expected_f[i];
       }
       CHECK(order_matters);
@@ -159,10 +159,12 @@ TEST_CASE("loopback_communicator: barrier orders the phases of every rank") {
     std::atomic<int> violations{0};
     world.run([&](loopback_communicator& c) {
       for (int k = 0; k < rounds; ++k) {
-        if ((k + c.rank()) % 3 == 0) std::this_thread::sleep_for(100us);
+        if ((k + c.rank()) % 3 == 0)
+          std::this_thread::sleep_for(100us);
         arrived[static_cast<std::size_t>(k)].fetch_add(1);
         c.barrier();
-        if (arrived[static_cast<std::size_t>(k)].load() != c.size()) violations.fetch_add(1);
+        if (arrived[static_cast<std::size_t>(k)].load() != c.size())
+          violations.fetch_add(1);
       }
     });
     CHECK(violations.load() == 0);
@@ -206,8 +208,7 @@ TEST_CASE("loopback_communicator: send to self") {
 
 /// Runs `op` on every rank of worlds of 2..4 workers; checks that every rank threw a
 /// "commpress: loopback: " error, and passes (n, rethrown message) to `check`.
-template <class Op, class Check>
-void expect_collective_error(Op op, Check check) {
+template <class Op, class Check> void expect_collective_error(Op op, Check check) {
   for (int n = 2; n <= 4; ++n) {
     CAPTURE(n);
     loopback_world world(n, test_timeout);
@@ -216,7 +217,8 @@ void expect_collective_error(Op op, Check check) {
       try {
         op(c);
       } catch (const std::runtime_error& e) {
-        if (starts_with(e.what(), "commpress: loopback: ")) thrown.fetch_add(1);
+        if (starts_with(e.what(), "commpress: loopback: "))
+          thrown.fetch_add(1);
         throw;
       }
     });
@@ -228,7 +230,8 @@ void expect_collective_error(Op op, Check check) {
       c.all_reduce_sum(std::span<float>(&v, 1));
       return v;
     });
-    for (float s : sums) CHECK(s == static_cast<float>(n));
+    for (float s : sums)
+      CHECK(s == static_cast<float>(n));
   }
 }
 
@@ -312,8 +315,10 @@ TEST_CASE("loopback_communicator: point-to-point errors") {
   SUBCASE("message size differs from the receive buffer") {
     const auto msg = run_error(world, [](loopback_communicator& c) {
       std::array<std::byte, 8> b{};
-      if (c.rank() == 0) c.send(std::span(b).first(3), 1, 0);
-      else c.recv(b, 0, 0);
+      if (c.rank() == 0)
+        c.send(std::span(b).first(3), 1, 0);
+      else
+        c.recv(b, 0, 0);
     });
     CHECK(msg == "commpress: loopback: recv: message of 3 bytes from rank 0 does not match the "
                  "buffer of 8 bytes");
@@ -325,7 +330,8 @@ TEST_CASE("loopback_communicator: failures and deadlocks do not hang the other w
     loopback_world world(4, test_timeout);
     std::atomic<int> aborted{0};
     const auto msg = run_error(world, [&](loopback_communicator& c) {
-      if (c.rank() == 2) throw std::runtime_error("worker 2 failed");
+      if (c.rank() == 2)
+        throw std::runtime_error("worker 2 failed");
       try {
         c.barrier();
       } catch (const commpress::loopback_aborted&) {
@@ -341,7 +347,8 @@ TEST_CASE("loopback_communicator: failures and deadlocks do not hang the other w
     const auto start = std::chrono::steady_clock::now();
     const auto msg = run_error(world, [](loopback_communicator& c) {
       std::array<std::byte, 1> b{};
-      if (c.rank() == 0) c.recv(b, 1, 0); // rank 1 never sends
+      if (c.rank() == 0)
+        c.recv(b, 1, 0); // rank 1 never sends
     });
     CHECK(msg == "commpress: loopback: recv: timed out (deadlock or missing peer)");
     CHECK(std::chrono::steady_clock::now() - start < 10s);
@@ -349,7 +356,8 @@ TEST_CASE("loopback_communicator: failures and deadlocks do not hang the other w
   SUBCASE("a missing rank in a collective times out") {
     loopback_world world(3, 200ms);
     const auto msg = run_error(world, [](loopback_communicator& c) {
-      if (c.rank() != 1) c.barrier();
+      if (c.rank() != 1)
+        c.barrier();
     });
     CHECK(msg == "commpress: loopback: barrier: timed out (deadlock or missing peer)");
   }
@@ -380,10 +388,12 @@ TEST_CASE("loopback_communicator: user-managed threads with world.communicator()
       c.all_gather(mine, gathered[static_cast<std::size_t>(r)]);
     });
   }
-  for (auto& t : threads) t.join();
-  const std::vector<std::byte> expected{std::byte{0}, std::byte{10}, std::byte{1},
-                                        std::byte{11}, std::byte{2}, std::byte{12}};
-  for (const auto& g : gathered) CHECK(g == expected);
+  for (auto& t : threads)
+    t.join();
+  const std::vector<std::byte> expected{std::byte{0},  std::byte{10}, std::byte{1},
+                                        std::byte{11}, std::byte{2},  std::byte{12}};
+  for (const auto& g : gathered)
+    CHECK(g == expected);
 }
 
 TEST_SUITE_END();

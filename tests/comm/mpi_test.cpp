@@ -41,20 +41,19 @@ bool same_on_all_ranks(MPI_Comm comm, std::span<const std::byte> bytes) {
   std::vector<long long> lens(static_cast<std::size_t>(size));
   MPI_Allgather(&len, 1, MPI_LONG_LONG, lens.data(), 1, MPI_LONG_LONG, comm);
   for (long long l : lens)
-    if (l != len) return false;
+    if (l != len)
+      return false;
   std::vector<std::byte> all(bytes.size() * static_cast<std::size_t>(size));
   MPI_Allgather(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, all.data(),
                 static_cast<int>(bytes.size()), MPI_BYTE, comm);
   for (int r = 0; r < size; ++r)
-    if (!bytes.empty() &&
-        std::memcmp(all.data() + static_cast<std::size_t>(r) * bytes.size(), bytes.data(),
-                    bytes.size()) != 0)
+    if (!bytes.empty() && std::memcmp(all.data() + static_cast<std::size_t>(r) * bytes.size(),
+                                      bytes.data(), bytes.size()) != 0)
       return false;
   return true;
 }
 
-template <class T>
-bool same_on_all_ranks(MPI_Comm comm, const std::vector<T>& v) {
+template <class T> bool same_on_all_ranks(MPI_Comm comm, const std::vector<T>& v) {
   return same_on_all_ranks(comm, std::as_bytes(std::span<const T>(v)));
 }
 
@@ -75,7 +74,8 @@ int world_rank() {
 /// Runs the shared conformance checks, reporting each failure with the rank it happened on.
 void run_conformance(mpi_communicator& comm) {
   const auto failures = commpress::test::conformance(comm);
-  for (const auto& f : failures) FAIL_CHECK("rank " << comm.rank() << ": " << f);
+  for (const auto& f : failures)
+    FAIL_CHECK("rank " << comm.rank() << ": " << f);
   CHECK(all_ranks(comm.native_handle(), failures.empty()));
 }
 
@@ -131,7 +131,8 @@ TEST_CASE("mpi_communicator: byte-identical results on every rank") {
 
   // all_gather: every rank ends with the same concatenation.
   std::vector<std::byte> mine(333);
-  for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = commpress::test::pattern(me, 0, i, 1);
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    mine[i] = commpress::test::pattern(me, 0, i, 1);
   std::vector<std::byte> all(mine.size() * static_cast<std::size_t>(n));
   comm.all_gather(mine, all);
   CHECK(same_on_all_ranks(world, all));
@@ -177,11 +178,13 @@ TEST_CASE("mpi_communicator: barrier waits for the last rank") {
   mpi_communicator comm(MPI_COMM_WORLD);
   MPI_Barrier(MPI_COMM_WORLD);
   const double start = MPI_Wtime();
-  if (comm.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  if (comm.rank() == 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
   comm.barrier();
   const double waited = MPI_Wtime() - start;
   // Nobody leaves before rank 0 arrives, about 300 ms later (generous margin for loaded CI).
-  if (comm.size() > 1) CHECK(waited >= 0.15);
+  if (comm.size() > 1)
+    CHECK(waited >= 0.15);
 }
 
 TEST_CASE("mpi_communicator: derived block datatype describes exactly the block") {
@@ -228,19 +231,18 @@ TEST_CASE("mpi_communicator: argument errors throw before communicating") {
                          "commpress: mpi: all_to_all: send.size() is not a multiple of size()",
                          std::runtime_error);
   }
-  const std::string peer_error = "commpress: mpi: send: peer " + std::to_string(n) +
-                                 " out of range";
+  const std::string peer_error =
+      "commpress: mpi: send: peer " + std::to_string(n) + " out of range";
   CHECK_THROWS_WITH_AS(comm.send(mine, n, 0), peer_error.c_str(), std::runtime_error);
   CHECK_THROWS_WITH_AS(comm.recv(mine, 0, -1),
-                       "commpress: mpi: recv: tag -1 outside [0, MPI_TAG_UB]",
-                       std::runtime_error);
+                       "commpress: mpi: recv: tag -1 outside [0, MPI_TAG_UB]", std::runtime_error);
   int* tag_ub = nullptr;
   int flag = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
   REQUIRE(flag);
   if (*tag_ub < INT_MAX) { // Open MPI's MPI_TAG_UB is INT_MAX, MPICH's is smaller
-    const std::string tag_error = "commpress: mpi: send: tag " + std::to_string(*tag_ub + 1) +
-                                  " outside [0, MPI_TAG_UB]";
+    const std::string tag_error =
+        "commpress: mpi: send: tag " + std::to_string(*tag_ub + 1) + " outside [0, MPI_TAG_UB]";
     CHECK_THROWS_WITH_AS(comm.send(mine, 0, *tag_ub + 1), tag_error.c_str(), std::runtime_error);
   }
 }
@@ -284,7 +286,8 @@ int main(int argc, char** argv) {
   int result = 0;
   {
     doctest::Context context(argc, argv);
-    if (rank != 0) context.setOption("minimal", true); // only failures from ranks > 0
+    if (rank != 0)
+      context.setOption("minimal", true); // only failures from ranks > 0
     result = context.run();
     if (context.shouldExit()) {
       MPI_Finalize();

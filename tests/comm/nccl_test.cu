@@ -40,32 +40,35 @@ int visible_gpus() {
 }
 
 /// A device buffer of `T` with host staging helpers (synchronous on `stream`).
-template <class T>
-class device_vector {
+template <class T> class device_vector {
 public:
   device_vector(std::size_t n, cudaStream_t stream) : n_(n), stream_(stream) {
-    if (n > 0) commpress::detail::cuda_check(cudaMalloc(&ptr_, n * sizeof(T)), "cudaMalloc");
+    if (n > 0)
+      commpress::detail::cuda_check(cudaMalloc(&ptr_, n * sizeof(T)), "cudaMalloc");
   }
   device_vector(const device_vector&) = delete;
   device_vector& operator=(const device_vector&) = delete;
   ~device_vector() {
-    if (ptr_ != nullptr) (void)cudaFree(ptr_);
+    if (ptr_ != nullptr)
+      (void)cudaFree(ptr_);
   }
   std::span<T> span() { return {static_cast<T*>(ptr_), n_}; }
   std::span<std::byte> bytes() { return std::as_writable_bytes(span()); }
   void upload(const std::vector<T>& host) {
-    if (n_ == 0) return;
-    commpress::detail::cuda_check(cudaMemcpyAsync(ptr_, host.data(), n_ * sizeof(T),
-                                                  cudaMemcpyHostToDevice, stream_),
-                                  "cudaMemcpyAsync");
+    if (n_ == 0)
+      return;
+    commpress::detail::cuda_check(
+        cudaMemcpyAsync(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync");
     commpress::detail::cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
   std::vector<T> download() {
     std::vector<T> host(n_);
-    if (n_ == 0) return host;
-    commpress::detail::cuda_check(cudaMemcpyAsync(host.data(), ptr_, n_ * sizeof(T),
-                                                  cudaMemcpyDeviceToHost, stream_),
-                                  "cudaMemcpyAsync");
+    if (n_ == 0)
+      return host;
+    commpress::detail::cuda_check(
+        cudaMemcpyAsync(host.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync");
     commpress::detail::cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     return host;
   }
@@ -85,7 +88,8 @@ rank_result device_checks(nccl_communicator& c) {
   namespace t = commpress::test;
   rank_result out;
   const auto check = [&](bool ok, const std::string& what) {
-    if (!ok) out.failures.push_back(what);
+    if (!ok)
+      out.failures.push_back(what);
   };
   const int n = c.size();
   const int me = c.rank();
@@ -96,7 +100,8 @@ rank_result device_checks(nccl_communicator& c) {
   {
     constexpr std::size_t block = 1000;
     std::vector<std::byte> mine(block);
-    for (std::size_t i = 0; i < block; ++i) mine[i] = t::pattern(me, -1, i, block);
+    for (std::size_t i = 0; i < block; ++i)
+      mine[i] = t::pattern(me, -1, i, block);
     device_vector<std::byte> d_mine(block, s), d_all(block * un, s);
     d_mine.upload(mine);
     c.all_gather(d_mine.bytes(), d_all.bytes());
@@ -131,7 +136,8 @@ rank_result device_checks(nccl_communicator& c) {
     const int next = (me + 1) % n;
     const int prev = (me + n - 1) % n;
     std::vector<std::byte> msg(len);
-    for (std::size_t i = 0; i < len; ++i) msg[i] = t::pattern(me, next, i, 9);
+    for (std::size_t i = 0; i < len; ++i)
+      msg[i] = t::pattern(me, next, i, 9);
     device_vector<std::byte> d_out(len, s), d_in(len, s);
     d_out.upload(msg);
     for (int round = 0; round < 2; ++round) {
@@ -151,7 +157,8 @@ rank_result device_checks(nccl_communicator& c) {
       }
       const auto in = d_in.download();
       bool ok = true;
-      for (std::size_t i = 0; i < len; ++i) ok = ok && in[i] == t::pattern(prev, me, i, 9);
+      for (std::size_t i = 0; i < len; ++i)
+        ok = ok && in[i] == t::pattern(prev, me, i, 9);
       check(ok, "send/recv round " + std::to_string(round));
     }
   }
@@ -184,7 +191,8 @@ rank_result device_checks(nccl_communicator& c) {
       ok = ok && f[i] == ef && d[i] == ed;
     }
     check(ok, "all_reduce_sum exact");
-    for (std::size_t i = 0; i < count; ++i) f[i] = t::wide_value<float>(me, i, 3);
+    for (std::size_t i = 0; i < count; ++i)
+      f[i] = t::wide_value<float>(me, i, 3);
     d_f.upload(f);
     c.all_reduce_sum(d_f.span());
     out.wide_sum = d_f.download();
@@ -229,17 +237,21 @@ TEST_CASE("nccl_communicator: every operation, one rank per visible GPU") {
         } catch (const std::exception& e) {
           setup_errors[ur] = e.what();
         }
-        if (comm != nullptr) (void)ncclCommDestroy(comm);
-        if (stream != nullptr) (void)cudaStreamDestroy(stream);
+        if (comm != nullptr)
+          (void)ncclCommDestroy(comm);
+        if (stream != nullptr)
+          (void)cudaStreamDestroy(stream);
       });
     }
-    for (auto& th : threads) th.join();
+    for (auto& th : threads)
+      th.join();
   }
   for (int r = 0; r < n; ++r) {
     CAPTURE(r);
     const auto ur = static_cast<std::size_t>(r);
     CHECK(setup_errors[ur] == "");
-    for (const auto& f : results[ur].failures) FAIL_CHECK(f);
+    for (const auto& f : results[ur].failures)
+      FAIL_CHECK(f);
     // ncclAllReduce gives the same bits on every rank.
     CHECK(commpress::test::same_bits<float>(results[ur].wide_sum, results[0].wide_sum));
   }

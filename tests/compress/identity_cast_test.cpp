@@ -29,14 +29,16 @@ TEST_SUITE("compress") {
     for (std::size_t n : {0u, 1u, 7u, 1000003u}) {
       const auto xf = sample(n);
       std::vector<T> x(n);
-      for (std::size_t i = 0; i < n; ++i) x[i] = cp::from_float<T>(xf[i]);
+      for (std::size_t i = 0; i < n; ++i)
+        x[i] = cp::from_float<T>(xf[i]);
       std::vector<std::byte> p(cp::max_payload_bytes(cp::identity{}, n));
-      const auto r = cp::encode(cp::cpu::seq, cp::identity{}, {}, std::span<const T>(x),
-                                std::span(p));
+      const auto r =
+          cp::encode(cp::cpu::seq, cp::identity{}, {}, std::span<const T>(x), std::span(p));
       CHECK(r.bytes == p.size());
       std::vector<T> y(n);
       cp::decode(cp::cpu::seq, cp::identity{}, std::span<const std::byte>(p), std::span(y));
-      for (std::size_t i = 0; i < n; ++i) REQUIRE(y[i] == x[i]);
+      for (std::size_t i = 0; i < n; ++i)
+        REQUIRE(y[i] == x[i]);
     }
   }
 
@@ -95,6 +97,7 @@ TEST_SUITE("compress") {
     CHECK_THROWS_AS(cp::encode(cp::cpu::seq, c, {.on_nonfinite = cp::nonfinite_policy::fail},
                                std::span<const float>(x), std::span(untouched)),
                     cp::error);
-    for (auto b : untouched) REQUIRE(b == std::byte{0x5c});
+    for (auto b : untouched)
+      REQUIRE(b == std::byte{0x5c});
   }
 }

@@ -19,7 +19,8 @@ namespace {
 // x[i] = i + 1 (exact in every dtype below 257): the decoded non-zeros name their indices.
 std::vector<float> ramp(std::size_t n) {
   std::vector<float> x(n);
-  for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(i + 1);
+  for (std::size_t i = 0; i < n; ++i)
+    x[i] = static_cast<float>(i + 1);
   return x;
 }
 
@@ -32,8 +33,7 @@ std::vector<float> sample(std::size_t n, std::uint32_t stream = 1) {
 }
 
 template <class T>
-std::vector<std::byte> encode_vec(const cp::random_k& c, const std::vector<T>& x,
-                                  cp::context ctx) {
+std::vector<std::byte> encode_vec(const cp::random_k& c, const std::vector<T>& x, cp::context ctx) {
   std::vector<std::byte> p(cp::max_payload_bytes(c, x.size()));
   cp::encode(cp::cpu::seq, c, ctx, std::span<const T>(x), std::span(p));
   return p;
@@ -51,7 +51,8 @@ std::vector<std::size_t> kept_indices(const cp::random_k& c, std::size_t n, cp::
   const auto y = decode_vec(c, encode_vec(c, ramp(n), ctx), n);
   std::vector<std::size_t> idx;
   for (std::size_t i = 0; i < n; ++i)
-    if (y[i] != 0.0f) idx.push_back(i);
+    if (y[i] != 0.0f)
+      idx.push_back(i);
   return idx;
 }
 } // namespace
@@ -71,17 +72,21 @@ TEST_SUITE("compress") {
         std::vector<std::size_t> per_stratum(kk, 0);
         std::size_t nonzero = 0;
         for (std::size_t i = 0; i < n; ++i) {
-          if (y[i] == 0.0f) continue;
+          if (y[i] == 0.0f)
+            continue;
           REQUIRE(y[i] == x[i]);
           ++nonzero;
           // Stratum j is [floor(j n / k), floor((j + 1) n / k)).
           std::size_t j = static_cast<std::size_t>(static_cast<double>(i) * kk / n);
-          while (j + 1 < kk && (j + 1) * n / kk <= i) ++j;
-          while (j * n / kk > i) --j;
+          while (j + 1 < kk && (j + 1) * n / kk <= i)
+            ++j;
+          while (j * n / kk > i)
+            --j;
           ++per_stratum[j];
         }
         CHECK(nonzero == kk);
-        for (std::size_t cnt : per_stratum) REQUIRE(cnt == 1);
+        for (std::size_t cnt : per_stratum)
+          REQUIRE(cnt == 1);
       }
     }
   }
@@ -104,7 +109,8 @@ TEST_SUITE("compress") {
     const auto x1 = sample(n, 1);
     const auto x2 = sample(n, 2);
     std::vector<float> sum(n);
-    for (std::size_t i = 0; i < n; ++i) sum[i] = x1[i] + x2[i];
+    for (std::size_t i = 0; i < n; ++i)
+      sum[i] = x1[i] + x2[i];
     const cp::random_k c{.count = 250};
     const cp::context ctx{.seed = 3, .step = 99};
     const auto p1 = encode_vec(c, x1, ctx);
@@ -153,7 +159,8 @@ TEST_SUITE("compress") {
     const std::size_t steps = 4000;
     const auto x = sample(n);
     double norm = 0.0;
-    for (float v : x) norm += static_cast<double>(v) * v;
+    for (float v : x)
+      norm += static_cast<double>(v) * v;
     const cp::random_k c{.count = k};
     double err = 0.0;
     std::vector<float> z(n);
@@ -171,7 +178,8 @@ TEST_SUITE("compress") {
     for (std::size_t n : {0u, 1u, 7u, 1000003u}) {
       const auto xf = sample(n, 2);
       std::vector<T> x(n);
-      for (std::size_t i = 0; i < n; ++i) x[i] = cp::from_float<T>(xf[i]);
+      for (std::size_t i = 0; i < n; ++i)
+        x[i] = cp::from_float<T>(xf[i]);
       for (cp::dtype vd : {cp::dtype::f32, cp::dtype::f16, cp::dtype::bf16}) {
         for (bool unbiased : {false, true}) {
           CAPTURE(n);
@@ -195,11 +203,13 @@ TEST_SUITE("compress") {
             float w = vd == cp::dtype::f32   ? v
                       : vd == cp::dtype::f16 ? cp::to_float(cp::to_half(v))
                                              : cp::to_float(cp::to_bfloat16(v));
-            if (unbiased) w *= static_cast<float>(size);
+            if (unbiased)
+              w *= static_cast<float>(size);
             want[i] = cp::from_float<T>(w);
           }
           std::size_t wrong = 0;
-          for (std::size_t i = 0; i < n; ++i) wrong += y[i] == want[i] ? 0u : 1u;
+          for (std::size_t i = 0; i < n; ++i)
+            wrong += y[i] == want[i] ? 0u : 1u;
           CHECK(wrong == 0);
         }
       }
@@ -216,10 +226,12 @@ TEST_SUITE("compress") {
       const auto p = encode_vec(c, x, ctx);
       const auto y = decode_vec(c, p, n);
       std::vector<float> acc(n);
-      for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<float>(i % 5) - 2.0f;
+      for (std::size_t i = 0; i < n; ++i)
+        acc[i] = static_cast<float>(i % 5) - 2.0f;
       const auto acc0 = acc;
       cp::decode_accumulate(cp::cpu::seq, c, std::span<const std::byte>(p), std::span(acc), -0.5f);
-      for (std::size_t i = 0; i < n; ++i) REQUIRE(acc[i] == acc0[i] + -0.5f * y[i]);
+      for (std::size_t i = 0; i < n; ++i)
+        REQUIRE(acc[i] == acc0[i] + -0.5f * y[i]);
       std::vector<float> z = x;
       cp::roundtrip(cp::cpu::seq, c, ctx, std::span(z), {});
       CHECK(std::memcmp(z.data(), y.data(), n * sizeof(float)) == 0);
@@ -245,13 +257,13 @@ TEST_SUITE("compress") {
         CHECK(y[70] == 0.0f);
       }
       std::vector<float> z = x;
-      CHECK(cp::roundtrip(cp::cpu::seq, c, {.on_nonfinite = policy}, std::span(z), {})
-                .nonfinite == 2);
+      CHECK(cp::roundtrip(cp::cpu::seq, c, {.on_nonfinite = policy}, std::span(z), {}).nonfinite ==
+            2);
     }
     const cp::random_k sparse{.count = 1};
     std::vector<std::byte> p(cp::max_payload_bytes(sparse, x.size()));
-    CHECK(cp::encode(cp::cpu::seq, sparse, {}, std::span<const float>(x), std::span(p))
-              .nonfinite == 2);
+    CHECK(cp::encode(cp::cpu::seq, sparse, {}, std::span<const float>(x), std::span(p)).nonfinite ==
+          2);
   }
 
   TEST_CASE("random_k: strata and picks stay exact beyond 2^32 elements") {
@@ -282,10 +294,9 @@ TEST_SUITE("compress") {
       }
       return cp::errc::ok;
     };
-    for (const cp::random_k& other :
-         {cp::random_k{.fraction = 0.2f}, cp::random_k{.count = 100},
-          cp::random_k{.fraction = 0.1f, .unbiased = true},
-          cp::random_k{.fraction = 0.1f, .values = cp::dtype::bf16}})
+    for (const cp::random_k& other : {cp::random_k{.fraction = 0.2f}, cp::random_k{.count = 100},
+                                      cp::random_k{.fraction = 0.1f, .unbiased = true},
+                                      cp::random_k{.fraction = 0.1f, .values = cp::dtype::bf16}})
       CHECK(code_of([&] {
               cp::decode(cp::cpu::seq, other, std::span<const std::byte>(p), std::span(y));
             }) == cp::errc::codec_mismatch);
@@ -293,7 +304,8 @@ TEST_SUITE("compress") {
             cp::decode(cp::cpu::seq, cp::top_k{.fraction = 0.1f}, std::span<const std::byte>(p),
                        std::span(y));
           }) == cp::errc::codec_mismatch);
-    for (float v : y) REQUIRE(v == 3.0f);
+    for (float v : y)
+      REQUIRE(v == 3.0f);
 
     std::vector<std::byte> out(8192);
     for (const cp::random_k& bad :

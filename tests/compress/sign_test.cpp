@@ -23,7 +23,8 @@ std::vector<float> sample(std::size_t n, std::uint32_t stream = 1) {
   const auto key = cp::make_rng_key(9, stream);
   for (std::size_t i = 0; i < n; ++i) {
     x[i] = (cp::uniform_from_bits(cp::random_u32(key, 0, i)) - 0.5f) * 20.0f;
-    if (x[i] == 0.0f) x[i] = 0.125f;
+    if (x[i] == 0.0f)
+      x[i] = 0.125f;
   }
   return x;
 }
@@ -36,8 +37,7 @@ std::vector<std::byte> encode_vec(const cp::sign& c, const std::vector<T>& x,
   return p;
 }
 
-std::vector<float> decode_vec(const cp::sign& c, const std::vector<std::byte>& p,
-                              std::size_t n) {
+std::vector<float> decode_vec(const cp::sign& c, const std::vector<std::byte>& p, std::size_t n) {
   std::vector<float> y(n, 42.0f);
   cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), std::span(y));
   return y;
@@ -172,16 +172,17 @@ TEST_SUITE("compress") {
     auto x = sample(n, 5);
     x[10] = 0.0f;
     x[11] = -0.0f;
-    for (const cp::sign& c :
-         {mean_abs_tensor, rms_tensor,
-          cp::sign{.granularity = cp::sign_granularity::block, .block = 100}}) {
+    for (const cp::sign& c : {mean_abs_tensor, rms_tensor,
+                              cp::sign{.granularity = cp::sign_granularity::block, .block = 100}}) {
       const auto p = encode_vec(c, x);
       const auto y = decode_vec(c, p, n);
       std::vector<float> acc(n);
-      for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<float>(i % 5) - 2.0f;
+      for (std::size_t i = 0; i < n; ++i)
+        acc[i] = static_cast<float>(i % 5) - 2.0f;
       const auto acc0 = acc;
       cp::decode_accumulate(cp::cpu::seq, c, std::span<const std::byte>(p), std::span(acc), 0.75f);
-      for (std::size_t i = 0; i < n; ++i) REQUIRE(acc[i] == acc0[i] + 0.75f * y[i]);
+      for (std::size_t i = 0; i < n; ++i)
+        REQUIRE(acc[i] == acc0[i] + 0.75f * y[i]);
       std::vector<float> z = x;
       cp::roundtrip(cp::cpu::seq, c, {}, std::span(z), {});
       CHECK(std::memcmp(z.data(), y.data(), n * sizeof(float)) == 0);
@@ -189,7 +190,7 @@ TEST_SUITE("compress") {
   }
 
   TEST_CASE("sign: a non-finite input makes its group NaN under propagate and 0 otherwise") {
-    std::vector<float> x = {1.0f, -2.0f, 3.0f, -4.0f, 1.0f, std::numeric_limits<float>::infinity(),
+    std::vector<float> x = {1.0f,  -2.0f, 3.0f, -4.0f, 1.0f, std::numeric_limits<float>::infinity(),
                             -1.0f, 1.0f};
     const cp::sign c{.granularity = cp::sign_granularity::block, .block = 4};
     std::vector<std::byte> p(cp::max_payload_bytes(c, x.size()));
@@ -200,7 +201,8 @@ TEST_SUITE("compress") {
     auto y = decode_vec(c, p, x.size());
     CHECK(y[0] == 2.5f);
     CHECK(y[3] == -2.5f);
-    for (std::size_t i = 4; i < 8; ++i) CHECK(std::isnan(y[i]));
+    for (std::size_t i = 4; i < 8; ++i)
+      CHECK(std::isnan(y[i]));
 
     r = cp::encode(cp::cpu::seq, c, {.on_nonfinite = cp::nonfinite_policy::zero_and_count},
                    std::span<const float>(x), std::span(p));
@@ -235,14 +237,14 @@ TEST_SUITE("compress") {
     CHECK(code_of([&] {
             cp::decode(cp::cpu::seq, cp::top_k{}, std::span<const std::byte>(p), std::span(y));
           }) == cp::errc::codec_mismatch);
-    for (float v : y) REQUIRE(v == 3.0f);
+    for (float v : y)
+      REQUIRE(v == 3.0f);
 
     std::vector<std::byte> out(8192);
-    for (const cp::sign& bad :
-         {cp::sign{.granularity = cp::sign_granularity::block, .block = 0},
-          cp::sign{.granularity = cp::sign_granularity::tensor, .block = 64},
-          cp::sign{.granularity = static_cast<cp::sign_granularity>(2)},
-          cp::sign{.scale = static_cast<cp::sign_scale>(2)}}) {
+    for (const cp::sign& bad : {cp::sign{.granularity = cp::sign_granularity::block, .block = 0},
+                                cp::sign{.granularity = cp::sign_granularity::tensor, .block = 64},
+                                cp::sign{.granularity = static_cast<cp::sign_granularity>(2)},
+                                cp::sign{.scale = static_cast<cp::sign_scale>(2)}}) {
       CHECK(bad.can_implement(x.size()).code == cp::errc::invalid_argument);
       CHECK(code_of([&] {
               cp::encode(cp::cpu::seq, bad, {}, std::span<const float>(x), std::span(out));

@@ -30,7 +30,8 @@ std::vector<float> tied(std::size_t n) {
   static constexpr float levels[8] = {0.5f, -0.5f, 1.0f, -1.0f, 2.0f, -2.0f, 3.0f, -3.0f};
   std::vector<float> x(n);
   const auto key = cp::make_rng_key(6, 1);
-  for (std::size_t i = 0; i < n; ++i) x[i] = levels[cp::random_u32(key, 0, i) % 8];
+  for (std::size_t i = 0; i < n; ++i)
+    x[i] = levels[cp::random_u32(key, 0, i) % 8];
   return x;
 }
 
@@ -54,7 +55,8 @@ std::vector<bool> reference_keep(const std::vector<float>& x, std::size_t d, std
     for (std::size_t i = 0; i < d; ++i)
       order[i] = (std::uint64_t{0x7fffffffu - key_of(x[first + i])} << 32) | i;
     std::sort(order.begin(), order.end());
-    for (std::size_t j = 0; j < k; ++j) keep[first + (order[j] & 0xffffffffu)] = true;
+    for (std::size_t j = 0; j < k; ++j)
+      keep[first + (order[j] & 0xffffffffu)] = true;
   }
   return keep;
 }
@@ -68,8 +70,7 @@ std::vector<std::byte> encode_vec(const cp::top_k& c, const std::vector<T>& x,
   return p;
 }
 
-std::vector<float> decode_vec(const cp::top_k& c, const std::vector<std::byte>& p,
-                              std::size_t n) {
+std::vector<float> decode_vec(const cp::top_k& c, const std::vector<std::byte>& p, std::size_t n) {
   std::vector<float> y(n, 42.0f);
   cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), std::span(y));
   return y;
@@ -89,8 +90,8 @@ TEST_SUITE("compress") {
     for (std::size_t n : {1u, 7u, 100u, 1000u, 70001u}) {
       const auto x = tied(n);
       // Index lists of 1, 2 and 4 bytes and bitmaps, depending on n and k.
-      for (std::size_t k : {std::size_t{0}, std::size_t{1}, std::min<std::size_t>(n, 100), n / 3,
-                            n / 2 + 1, n}) {
+      for (std::size_t k :
+           {std::size_t{0}, std::size_t{1}, std::min<std::size_t>(n, 100), n / 3, n / 2 + 1, n}) {
         CAPTURE(n);
         CAPTURE(k);
         // count == 0 selects by fraction, so k = 0 is fraction 0.
@@ -173,8 +174,7 @@ TEST_SUITE("compress") {
       for (cp::dtype v : {cp::dtype::f32, cp::dtype::f16, cp::dtype::bf16}) {
         const cp::top_k c{.count = rc.k, .values = v};
         const std::uint64_t vb = v == cp::dtype::f32 ? 4 : 2;
-        CHECK(c.body_bytes(rc.d) ==
-              (rc.bitmap ? (rc.d + 7) / 8 : rc.k * rc.width) + rc.k * vb);
+        CHECK(c.body_bytes(rc.d) == (rc.bitmap ? (rc.d + 7) / 8 : rc.k * rc.width) + rc.k * vb);
         CHECK(c.body_bytes(rc.d) == expected_body(1, rc.d, rc.k, vb));
       }
     }
@@ -203,7 +203,7 @@ TEST_SUITE("compress") {
     const std::vector<float> x = {0.5f, -4.0f, 1.0f, 3.0f, -1.0f, 0.0f, 4.0f};
     const cp::top_k c{.count = 3, .values = cp::dtype::f16};
     const auto p = encode_vec(c, x);
-    REQUIRE(p.size() == 64 + 1 + 6); // a 1-byte bitmap beats 3 one-byte indices
+    REQUIRE(p.size() == 64 + 1 + 6);        // a 1-byte bitmap beats 3 one-byte indices
     CHECK(static_cast<int>(p[64]) == 0x4a); // bits 1, 3 and 6
     std::uint16_t v[3];
     std::memcpy(v, p.data() + 65, 6);
@@ -261,17 +261,19 @@ TEST_SUITE("compress") {
       const auto p = encode_vec(c, x);
       const auto y = decode_vec(c, p, n);
       std::vector<float> acc(n);
-      for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<float>(i % 5) - 2.0f;
+      for (std::size_t i = 0; i < n; ++i)
+        acc[i] = static_cast<float>(i % 5) - 2.0f;
       const auto acc0 = acc;
       cp::decode_accumulate(cp::cpu::seq, c, std::span<const std::byte>(p), std::span(acc), 0.25f);
-      for (std::size_t i = 0; i < n; ++i) REQUIRE(acc[i] == acc0[i] + 0.25f * y[i]);
+      for (std::size_t i = 0; i < n; ++i)
+        REQUIRE(acc[i] == acc0[i] + 0.25f * y[i]);
       // A workspace that starts at an odd address: the key array aligns itself inside it.
       std::vector<std::byte> ws(cp::workspace_bytes(cp::cpu::seq, c, n) + 1);
       std::vector<float> z = x;
-      const auto r = cp::roundtrip(cp::cpu::seq, c, {}, std::span(z),
-                                   std::span(ws).subspan(1));
+      const auto r = cp::roundtrip(cp::cpu::seq, c, {}, std::span(z), std::span(ws).subspan(1));
       CHECK(r.nonfinite == 0);
-      for (std::size_t i = 0; i < n; ++i) REQUIRE(bits_of(z[i]) == bits_of(y[i]));
+      for (std::size_t i = 0; i < n; ++i)
+        REQUIRE(bits_of(z[i]) == bits_of(y[i]));
     }
   }
 
@@ -318,19 +320,19 @@ TEST_SUITE("compress") {
       }
       return cp::errc::ok;
     };
-    for (const cp::top_k& other :
-         {cp::top_k{.fraction = 0.2f}, cp::top_k{.count = 100},
-          cp::top_k{.fraction = 0.1f, .row_length = 100},
-          cp::top_k{.fraction = 0.1f, .values = cp::dtype::f16}}) {
+    for (const cp::top_k& other : {cp::top_k{.fraction = 0.2f}, cp::top_k{.count = 100},
+                                   cp::top_k{.fraction = 0.1f, .row_length = 100},
+                                   cp::top_k{.fraction = 0.1f, .values = cp::dtype::f16}}) {
       CHECK(code_of([&] {
               cp::decode(cp::cpu::seq, other, std::span<const std::byte>(p), std::span(y));
             }) == cp::errc::codec_mismatch);
     }
     CHECK(code_of([&] {
-            cp::decode(cp::cpu::seq, cp::random_k{.fraction = 0.1f},
-                       std::span<const std::byte>(p), std::span(y));
+            cp::decode(cp::cpu::seq, cp::random_k{.fraction = 0.1f}, std::span<const std::byte>(p),
+                       std::span(y));
           }) == cp::errc::codec_mismatch);
-    for (float v : y) REQUIRE(v == 3.0f);
+    for (float v : y)
+      REQUIRE(v == 3.0f);
   }
 
   TEST_CASE("top_k: refuses a configuration outside its domain") {
@@ -342,16 +344,15 @@ TEST_SUITE("compress") {
           cp::top_k{.row_length = 5}, cp::top_k{.values = static_cast<cp::dtype>(9)}}) {
       CHECK(bad.can_implement(x.size()).code == cp::errc::invalid_argument);
       try {
-        cp::encode(cp::cpu::seq, bad, {}, std::span<const float>(x), std::span(p),
-                   std::span(ws));
+        cp::encode(cp::cpu::seq, bad, {}, std::span<const float>(x), std::span(p), std::span(ws));
         FAIL("encode accepted an invalid configuration");
       } catch (const cp::error& e) {
         CHECK(e.code() == cp::errc::invalid_argument);
       }
     }
     CHECK(static_cast<bool>(cp::top_k{.count = 3, .row_length = 4}.can_implement(12)));
-    CHECK(static_cast<bool>(
-        cp::top_k{.row_length = 1u << 20}.can_implement(std::uint64_t{1} << 33)));
+    CHECK(
+        static_cast<bool>(cp::top_k{.row_length = 1u << 20}.can_implement(std::uint64_t{1} << 33)));
     CHECK(cp::top_k{}.can_implement((std::uint64_t{1} << 32) + 1).code ==
           cp::errc::invalid_argument);
   }
@@ -375,7 +376,8 @@ TEST_SUITE("compress") {
       } catch (const cp::error& e) {
         CHECK(e.code() == cp::errc::corrupt);
       }
-      for (float v : y) REQUIRE(v == 3.0f);
+      for (float v : y)
+        REQUIRE(v == 3.0f);
     }
   }
 }

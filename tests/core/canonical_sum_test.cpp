@@ -25,9 +25,11 @@ std::vector<double> sample(std::size_t m) {
 // The definition, written out independently: 32 lane sums, then the w = 16, 8, 4, 2, 1 tree.
 double lanes_then_tree(const double* v, std::size_t m) {
   std::vector<double> lane(32, 0.0);
-  for (std::size_t i = 0; i < m; ++i) lane[i % 32] = lane[i % 32] + v[i];
+  for (std::size_t i = 0; i < m; ++i)
+    lane[i % 32] = lane[i % 32] + v[i];
   for (std::size_t w : {16u, 8u, 4u, 2u, 1u})
-    for (std::size_t j = 0; j < w; ++j) lane[j] = lane[j] + lane[j + w];
+    for (std::size_t j = 0; j < w; ++j)
+      lane[j] = lane[j] + lane[j + w];
   return lane[0];
 }
 } // namespace
@@ -49,7 +51,8 @@ TEST_SUITE("core") {
     v[1] = 1.0;
     v[33] = 1.0;
     double sequential = 0.0;
-    for (double x : v) sequential += x;
+    for (double x : v)
+      sequential += x;
     CHECK(sequential == std::ldexp(1.0, 53));
     CHECK(cp::canonical_sum(v.size(), [&](std::uint64_t i) { return v[i]; }) ==
           std::ldexp(1.0, 53) + 2.0);

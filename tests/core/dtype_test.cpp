@@ -14,11 +14,13 @@ namespace {
 // fp64 reference: the nearest value of a binary format with `mant` fraction bits and minimum
 // normal exponent `emin`, ties to even, computed independently of the bit tricks under test.
 double round_to_format(double x, int mant, int emin) {
-  if (x == 0) return x;
+  if (x == 0)
+    return x;
   int e;
   std::frexp(std::fabs(x), &e); // |x| = f * 2^e, f in [0.5, 1)
   int exp = e - 1;
-  if (exp < emin) exp = emin; // subnormal range keeps the minimum exponent's spacing
+  if (exp < emin)
+    exp = emin; // subnormal range keeps the minimum exponent's spacing
   const double ulp = std::ldexp(1.0, exp - mant);
   return std::nearbyint(x / ulp) * ulp; // default rounding mode: ties to even
 }
@@ -28,7 +30,8 @@ TEST_SUITE("core") {
   TEST_CASE("dtype: bfloat16 conversion rounds to nearest even") {
     for (std::uint32_t u = 0; u < 0xffffffffu - 9973u; u += 9973u) {
       const float f = cp::detail::bits_to_float(u);
-      if (!std::isfinite(f)) continue;
+      if (!std::isfinite(f))
+        continue;
       const double ref = round_to_format(f, 7, -126);
       const float got = cp::to_float(cp::to_bfloat16(f));
       if (std::fabs(ref) >= 3.3961775292304e38) { // rounds past the largest finite bfloat16
@@ -42,7 +45,8 @@ TEST_SUITE("core") {
   TEST_CASE("dtype: half conversion rounds to nearest even, subnormals included") {
     for (std::uint32_t u = 0; u < 0xffffffffu - 7919u; u += 7919u) {
       const float f = cp::detail::bits_to_float(u);
-      if (!std::isfinite(f)) continue;
+      if (!std::isfinite(f))
+        continue;
       const double ref = round_to_format(f, 10, -14);
       const float got = cp::to_float(cp::to_half(f));
       if (std::fabs(ref) >= 65520.0) {

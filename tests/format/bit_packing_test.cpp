@@ -29,10 +29,11 @@ TEST_SUITE("format") {
           const unsigned count = static_cast<unsigned>(n - g < 8 ? n - g : 8);
           std::uint32_t out[8];
           cpd::unpack_group(packed.data() + g / 8 * bits, count, bits, out);
-          for (unsigned i = 0; i < count; ++i) REQUIRE(out[i] == codes[g + i]);
+          for (unsigned i = 0; i < count; ++i)
+            REQUIRE(out[i] == codes[g + i]);
         }
-        for (std::uint64_t i = 0; i < n; ++i) REQUIRE(cpd::unpack_one(packed.data(), i, bits) ==
-                                                      codes[i]);
+        for (std::uint64_t i = 0; i < n; ++i)
+          REQUIRE(cpd::unpack_one(packed.data(), i, bits) == codes[i]);
         if (n % 8 != 0 && (n * bits) % 8 != 0) // unused high bits of the last byte are zero
           CHECK((packed.back() >> ((n * bits) % 8)) == 0);
       }

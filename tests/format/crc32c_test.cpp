@@ -17,9 +17,11 @@ TEST_SUITE("format") {
     CHECK(cpd::crc32c(b.data(), b.size()) == 0x8A9136AAu);
     b.fill(0xff);
     CHECK(cpd::crc32c(b.data(), b.size()) == 0x62A8AB43u);
-    for (unsigned i = 0; i < 32; ++i) b[i] = static_cast<unsigned char>(i);
+    for (unsigned i = 0; i < 32; ++i)
+      b[i] = static_cast<unsigned char>(i);
     CHECK(cpd::crc32c(b.data(), b.size()) == 0x46DD794Eu);
-    for (unsigned i = 0; i < 32; ++i) b[i] = static_cast<unsigned char>(31 - i);
+    for (unsigned i = 0; i < 32; ++i)
+      b[i] = static_cast<unsigned char>(31 - i);
     CHECK(cpd::crc32c(b.data(), b.size()) == 0x113FDB5Cu);
     constexpr std::string_view s = "123456789";
     CHECK(cpd::crc32c(s.data(), s.size()) == 0xE3069283u);
@@ -27,7 +29,8 @@ TEST_SUITE("format") {
 
   TEST_CASE("crc32c: chained updates equal one pass, for every split point") {
     std::array<unsigned char, 67> b{};
-    for (unsigned i = 0; i < b.size(); ++i) b[i] = static_cast<unsigned char>(i * 37 + 11);
+    for (unsigned i = 0; i < b.size(); ++i)
+      b[i] = static_cast<unsigned char>(i * 37 + 11);
     const std::uint32_t whole = cpd::crc32c(b.data(), b.size());
     for (std::size_t cut = 0; cut <= b.size(); ++cut)
       CHECK(cpd::crc32c_update(cpd::crc32c(b.data(), cut), b.data() + cut, b.size() - cut) ==
@@ -37,7 +40,8 @@ TEST_SUITE("format") {
 
 TEST_CASE("crc32c: the portable tables agree with the dispatched implementation") {
   std::vector<unsigned char> b(100003);
-  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<unsigned char>(i * 2654435761u >> 13);
+  for (std::size_t i = 0; i < b.size(); ++i)
+    b[i] = static_cast<unsigned char>(i * 2654435761u >> 13);
   for (std::size_t len : {0u, 1u, 7u, 8u, 9u, 4096u, 100003u})
     CHECK(~cpd::crc32c_portable(~0u, b.data(), len) == cpd::crc32c(b.data(), len));
 }

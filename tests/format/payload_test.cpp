@@ -17,14 +17,17 @@ namespace cp = commpress;
 namespace {
 std::vector<std::byte> make_payload(std::size_t n) {
   std::vector<float> x(n);
-  for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(i) * 0.25f - 3.0f;
+  for (std::size_t i = 0; i < n; ++i)
+    x[i] = static_cast<float>(i) * 0.25f - 3.0f;
   std::vector<std::byte> payload(cp::max_payload_bytes(cp::cast{}, n));
   cp::encode(cp::cpu::seq, cp::cast{}, cp::context{.seed = 9, .step = 4, .tensor_id = 2},
              std::span<const float>(x), std::span(payload));
   return payload;
 }
 
-void flip(std::vector<std::byte>& p, std::size_t i) { p[i] ^= std::byte{0x01}; }
+void flip(std::vector<std::byte>& p, std::size_t i) {
+  p[i] ^= std::byte{0x01};
+}
 } // namespace
 
 TEST_SUITE("format") {
@@ -68,7 +71,8 @@ TEST_SUITE("format") {
         {"flipped crc bit", [](auto& p) { flip(p, 60); }, cp::errc::checksum_mismatch},
         {"absurd body length",
          [](auto& p) {
-           for (int i = 16; i < 24; ++i) p[static_cast<std::size_t>(i)] = std::byte{0xff};
+           for (int i = 16; i < 24; ++i)
+             p[static_cast<std::size_t>(i)] = std::byte{0xff};
          },
          cp::errc::truncated},
     };
@@ -84,7 +88,8 @@ TEST_SUITE("format") {
         CHECK(e.code() == h.expected);
         CHECK(std::string(e.what()).rfind("commpress: ", 0) == 0);
       }
-      for (float v : out) REQUIRE(v == 7.0f);
+      for (float v : out)
+        REQUIRE(v == 7.0f);
     }
   }
 
@@ -99,8 +104,9 @@ TEST_SUITE("format") {
       }
       return cp::errc::ok;
     };
-    CHECK(code_of([&] { cp::decode(cp::cpu::seq, cp::identity{}, std::span(p), std::span(out)); }) ==
-          cp::errc::codec_mismatch);
+    CHECK(code_of([&] {
+            cp::decode(cp::cpu::seq, cp::identity{}, std::span(p), std::span(out));
+          }) == cp::errc::codec_mismatch);
     CHECK(code_of([&] {
             cp::decode(cp::cpu::seq, cp::cast{.to = cp::dtype::f16}, std::span(p), std::span(out));
           }) == cp::errc::codec_mismatch);

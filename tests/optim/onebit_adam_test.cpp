@@ -201,7 +201,8 @@ TEST_SUITE("optim") {
       } else {
         CHECK(std::fabs(p[0] - start) > 1.0f); // the divergence the mask prevents
       }
-      for (std::size_t i = 1; i < n; ++i) REQUIRE(std::isfinite(p[i]));
+      for (std::size_t i = 1; i < n; ++i)
+        REQUIRE(std::isfinite(p[i]));
     }
   }
 }

@@ -12,8 +12,8 @@
 #include <concepts>
 #include <cstddef>
 #include <span>
-#include <string>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace commpress {
@@ -58,18 +58,17 @@ namespace detail {
 /// Sizes that violate a precondition make the adapter throw `std::runtime_error` whose message
 /// starts with `commpress: <adapter>: `.
 template <class C>
-concept communicator =
-    requires(C& c, const C& cc, std::span<const std::byte> in, std::span<std::byte> out,
-             std::span<float> f, int peer, int tag) {
-      { cc.rank() } -> std::convertible_to<int>;
-      { cc.size() } -> std::convertible_to<int>;
-      c.all_gather(in, out);
-      c.all_to_all(in, out);
-      c.send(in, peer, tag);
-      c.recv(out, peer, tag);
-      c.all_reduce_sum(f);
-      c.barrier();
-    };
+concept communicator = requires(C& c, const C& cc, std::span<const std::byte> in,
+                                std::span<std::byte> out, std::span<float> f, int peer, int tag) {
+  { cc.rank() } -> std::convertible_to<int>;
+  { cc.size() } -> std::convertible_to<int>;
+  c.all_gather(in, out);
+  c.all_to_all(in, out);
+  c.send(in, peer, tag);
+  c.recv(out, peer, tag);
+  c.all_reduce_sum(f);
+  c.barrier();
+};
 
 /// @brief A `communicator` that can also sum `double` buffers in place.
 template <class C>
@@ -79,19 +78,20 @@ concept communicator_f64 = communicator<C> && requires(C& c, std::span<double> d
 
 /// @brief True when `C` declares `static constexpr bool device_buffers = true`: its operations
 /// take device pointers (wrapped in spans that must not be dereferenced on the host).
-template <class C>
-inline constexpr bool uses_device_buffers_v = requires { requires C::device_buffers; };
+template <class C> inline constexpr bool uses_device_buffers_v = requires {
+  requires C::device_buffers;
+};
 
 namespace detail {
 
 /// @brief Rank-ordered sum of `size` gathered blocks of `n` elements into `out`:
 /// `out[i] = g[0][i] + g[1][i] + ... + g[size-1][i]`, left to right. Starting from rank 0's value
 /// (not from 0) keeps the result bitwise equal to that expression, including signed zeros.
-template <class T>
-void sum_in_rank_order(const T* gathered, std::size_t n, int size, T* out) {
+template <class T> void sum_in_rank_order(const T* gathered, std::size_t n, int size, T* out) {
   for (std::size_t i = 0; i < n; ++i) {
     T acc = gathered[i];
-    for (int r = 1; r < size; ++r) acc += gathered[static_cast<std::size_t>(r) * n + i];
+    for (int r = 1; r < size; ++r)
+      acc += gathered[static_cast<std::size_t>(r) * n + i];
     out[i] = acc;
   }
 }
@@ -110,14 +110,18 @@ void sum_in_rank_order(const T* gathered, std::size_t n, int size, T* out) {
 /// @param chunk_elems elements per rank gathered per round; must be > 0.
 /// @throws std::runtime_error when `chunk_elems == 0`, or whatever `comm.all_gather` throws.
 template <communicator C, class T>
-  requires(!uses_device_buffers_v<C> && (std::same_as<T, float> || std::same_as<T, double>))
-void all_reduce_sum_ordered(C& comm, std::span<T> inout, std::size_t chunk_elems = 1u << 20) {
+requires(!uses_device_buffers_v<C> &&
+         (std::same_as<T, float> ||
+          std::same_as<T, double>)) void all_reduce_sum_ordered(C& comm, std::span<T> inout,
+                                                                std::size_t chunk_elems = 1u
+                                                                                          << 20) {
   if (chunk_elems == 0)
     detail::comm_fail("comm", "all_reduce_sum_ordered: chunk_elems must be > 0");
   const int size = static_cast<int>(comm.size());
   // Equal counts on every rank are a precondition, so every rank takes the same early exit
   // and performs the same number of all_gathers. One rank: the sum is its own buffer.
-  if (size == 1 || inout.empty()) return;
+  if (size == 1 || inout.empty())
+    return;
   const std::size_t chunk = std::min(chunk_elems, inout.size());
   std::vector<T> gathered(chunk * static_cast<std::size_t>(size));
   for (std::size_t off = 0; off < inout.size(); off += chunk) {

@@ -60,7 +60,8 @@ public:
   explicit loopback_world(int size,
                           std::chrono::milliseconds timeout = std::chrono::milliseconds::zero())
       : size_(size), timeout_(timeout) {
-    if (size < 1) detail::comm_fail("loopback", "world size must be >= 1");
+    if (size < 1)
+      detail::comm_fail("loopback", "world size must be >= 1");
     slots_.resize(static_cast<std::size_t>(size));
   }
 
@@ -80,7 +81,7 @@ public:
   /// `loopback_aborted` is rethrown here. `fn` is shared by all threads and must tolerate
   /// concurrent calls.
   template <class F>
-    requires std::invocable<F&, loopback_communicator&>
+  requires std::invocable<F&, loopback_communicator&>
   void run(F&& fn);
 
   /// @brief Wakes every blocked worker; they and all later operations throw `loopback_aborted`
@@ -105,7 +106,8 @@ public:
   [[nodiscard]] std::size_t pending_messages() const {
     const std::lock_guard lock(mutex_);
     std::size_t n = 0;
-    for (const auto& [key, queue] : queues_) n += queue.size();
+    for (const auto& [key, queue] : queues_)
+      n += queue.size();
     return n;
   }
 
@@ -116,11 +118,16 @@ private:
 
   static constexpr const char* op_name(op_kind k) noexcept {
     switch (k) {
-    case op_kind::all_gather: return "all_gather";
-    case op_kind::all_to_all: return "all_to_all";
-    case op_kind::sum_f32: return "all_reduce_sum(float)";
-    case op_kind::sum_f64: return "all_reduce_sum(double)";
-    case op_kind::barrier: return "barrier";
+    case op_kind::all_gather:
+      return "all_gather";
+    case op_kind::all_to_all:
+      return "all_to_all";
+    case op_kind::sum_f32:
+      return "all_reduce_sum(float)";
+    case op_kind::sum_f64:
+      return "all_reduce_sum(double)";
+    case op_kind::barrier:
+      return "barrier";
     }
     return "?";
   }
@@ -129,7 +136,7 @@ private:
   struct slot {
     op_kind kind = op_kind::barrier;
     const std::byte* in = nullptr;
-    std::size_t bytes = 0;     ///< size of `in`
+    std::size_t bytes = 0;             ///< size of `in`
     const char* local_error = nullptr; ///< a precondition this rank's own arguments violate
   };
 
@@ -146,12 +153,14 @@ private:
       cv_.notify_all();
       detail::comm_fail("loopback", std::string(what) + ": timed out (deadlock or missing peer)");
     }
-    if (!ready()) throw loopback_aborted("commpress: loopback: world aborted");
+    if (!ready())
+      throw loopback_aborted("commpress: loopback: world aborted");
   }
 
   /// Reusable generation barrier; caller holds `mutex_`.
   void arrive_and_wait(std::unique_lock<std::mutex>& lock, const char* what) {
-    if (aborted_) throw loopback_aborted("commpress: loopback: world aborted");
+    if (aborted_)
+      throw loopback_aborted("commpress: loopback: world aborted");
     const std::uint64_t gen = generation_;
     if (++arrived_ == size_) {
       arrived_ = 0;
@@ -184,9 +193,9 @@ private:
       } else if (s.local_error != nullptr) {
         error = std::string(what) + ": rank " + std::to_string(r) + ": " + s.local_error;
       } else if (s.bytes != view[0].bytes) {
-        error = std::string(what) + ": ranks pass different sizes (rank 0: " +
-                std::to_string(view[0].bytes) + " bytes, rank " + std::to_string(r) + ": " +
-                std::to_string(s.bytes) + " bytes)";
+        error = std::string(what) +
+                ": ranks pass different sizes (rank 0: " + std::to_string(view[0].bytes) +
+                " bytes, rank " + std::to_string(r) + ": " + std::to_string(s.bytes) + " bytes)";
       }
     }
     std::exception_ptr failure;
@@ -201,24 +210,31 @@ private:
       std::unique_lock lock(mutex_);
       arrive_and_wait(lock, what);
     }
-    if (!error.empty()) detail::comm_fail("loopback", error);
-    if (failure) std::rethrow_exception(failure);
+    if (!error.empty())
+      detail::comm_fail("loopback", error);
+    if (failure)
+      std::rethrow_exception(failure);
     after();
   }
 
   void send(int src, std::span<const std::byte> buf, int peer, int tag) {
-    if (peer < 0 || peer >= size_) detail::comm_fail("loopback", "send: peer out of range");
-    if (tag < 0) detail::comm_fail("loopback", "send: tag must be >= 0");
+    if (peer < 0 || peer >= size_)
+      detail::comm_fail("loopback", "send: peer out of range");
+    if (tag < 0)
+      detail::comm_fail("loopback", "send: tag must be >= 0");
     std::vector<std::byte> message(buf.begin(), buf.end());
     const std::lock_guard lock(mutex_);
-    if (aborted_) throw loopback_aborted("commpress: loopback: world aborted");
+    if (aborted_)
+      throw loopback_aborted("commpress: loopback: world aborted");
     queues_[queue_key{src, peer, tag}].push_back(std::move(message));
     cv_.notify_all();
   }
 
   void recv(int dst, std::span<std::byte> buf, int peer, int tag) {
-    if (peer < 0 || peer >= size_) detail::comm_fail("loopback", "recv: peer out of range");
-    if (tag < 0) detail::comm_fail("loopback", "recv: tag must be >= 0");
+    if (peer < 0 || peer >= size_)
+      detail::comm_fail("loopback", "recv: peer out of range");
+    if (tag < 0)
+      detail::comm_fail("loopback", "recv: tag must be >= 0");
     std::vector<std::byte> message;
     {
       std::unique_lock lock(mutex_);
@@ -233,7 +249,8 @@ private:
                                         " does not match the buffer of " +
                                         std::to_string(buf.size()) + " bytes");
     }
-    if (!message.empty()) std::memcpy(buf.data(), message.data(), message.size());
+    if (!message.empty())
+      std::memcpy(buf.data(), message.data(), message.size());
   }
 
   int size_;
@@ -257,7 +274,8 @@ class loopback_communicator {
 public:
   /// @brief The communicator of `rank` in `world` (which must outlive it).
   loopback_communicator(loopback_world& world, int rank) : world_(&world), rank_(rank) {
-    if (rank < 0 || rank >= world.size()) detail::comm_fail("loopback", "rank out of range");
+    if (rank < 0 || rank >= world.size())
+      detail::comm_fail("loopback", "rank out of range");
   }
 
   /// @brief This worker's rank in `[0, size())`.
@@ -272,10 +290,12 @@ public:
     const std::size_t n = mine.size();
     const bool ok = all.size() == n * static_cast<std::size_t>(size());
     world_->collective(
-        rank_, {loopback_world::op_kind::all_gather, mine.data(), n,
-                ok ? nullptr : "all.size() != size() * mine.size()"},
+        rank_,
+        {loopback_world::op_kind::all_gather, mine.data(), n,
+         ok ? nullptr : "all.size() != size() * mine.size()"},
         [&](const std::vector<loopback_world::slot>& view) {
-          if (n == 0) return;
+          if (n == 0)
+            return;
           for (std::size_t r = 0; r < view.size(); ++r)
             std::memcpy(all.data() + r * n, view[r].in, n);
         },
@@ -287,14 +307,17 @@ public:
   void all_to_all(std::span<const std::byte> send, std::span<std::byte> recv) {
     const auto p = static_cast<std::size_t>(size());
     const char* local_error = nullptr;
-    if (send.size() != recv.size()) local_error = "send.size() != recv.size()";
-    else if (send.size() % p != 0) local_error = "send.size() is not a multiple of size()";
+    if (send.size() != recv.size())
+      local_error = "send.size() != recv.size()";
+    else if (send.size() % p != 0)
+      local_error = "send.size() is not a multiple of size()";
     const std::size_t block = send.size() / p;
     const auto me = static_cast<std::size_t>(rank_);
     world_->collective(
         rank_, {loopback_world::op_kind::all_to_all, send.data(), send.size(), local_error},
         [&](const std::vector<loopback_world::slot>& view) {
-          if (block == 0) return;
+          if (block == 0)
+            return;
           for (std::size_t r = 0; r < p; ++r)
             std::memcpy(recv.data() + r * block, view[r].in + me * block, block);
         },
@@ -322,13 +345,13 @@ public:
 
   /// @brief Returns once every worker has entered the barrier.
   void barrier() {
-    world_->collective(rank_, {loopback_world::op_kind::barrier, nullptr, 0, nullptr},
-                       [](const std::vector<loopback_world::slot>&) {}, [] {});
+    world_->collective(
+        rank_, {loopback_world::op_kind::barrier, nullptr, 0, nullptr},
+        [](const std::vector<loopback_world::slot>&) {}, [] {});
   }
 
 private:
-  template <class T>
-  void reduce(std::span<T> inout, loopback_world::op_kind kind) {
+  template <class T> void reduce(std::span<T> inout, loopback_world::op_kind kind) {
     std::vector<T> sum;
     world_->collective(
         rank_,
@@ -345,7 +368,8 @@ private:
           }
         },
         [&] {
-          if (!sum.empty()) std::memcpy(inout.data(), sum.data(), sum.size() * sizeof(T));
+          if (!sum.empty())
+            std::memcpy(inout.data(), sum.data(), sum.size() * sizeof(T));
         });
   }
 
@@ -358,7 +382,7 @@ inline loopback_communicator loopback_world::communicator(int rank) {
 }
 
 template <class F>
-  requires std::invocable<F&, loopback_communicator&>
+requires std::invocable<F&, loopback_communicator&>
 void loopback_world::run(F&& fn) {
   reset();
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size_));
@@ -376,20 +400,24 @@ void loopback_world::run(F&& fn) {
         }
       });
     }
-    for (auto& w : workers) w.join();
+    for (auto& w : workers)
+      w.join();
   }
   std::exception_ptr first_abort;
   for (const auto& e : errors) {
-    if (!e) continue;
+    if (!e)
+      continue;
     try {
       std::rethrow_exception(e);
     } catch (const loopback_aborted&) {
-      if (!first_abort) first_abort = e;
+      if (!first_abort)
+        first_abort = e;
     } catch (...) {
       throw;
     }
   }
-  if (first_abort) std::rethrow_exception(first_abort);
+  if (first_abort)
+    std::rethrow_exception(first_abort);
 }
 
 static_assert(communicator<loopback_communicator>);

@@ -22,12 +22,14 @@ namespace detail {
 
 /// @brief Throws `commpress: mpi: <what> failed: <MPI error string>` unless `rc == MPI_SUCCESS`.
 inline void mpi_check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
+  if (rc == MPI_SUCCESS)
+    return;
   char text[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
-  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) len = 0;
-  comm_fail("mpi", std::string(what) + " failed: " + (len > 0 ? std::string(text, len)
-                                                               : "error " + std::to_string(rc)));
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
+    len = 0;
+  comm_fail("mpi", std::string(what) + " failed: " +
+                       (len > 0 ? std::string(text, len) : "error " + std::to_string(rc)));
 }
 
 /// @brief Owns a datatype while in scope; frees it on exit (intermediate derived types).
@@ -37,7 +39,8 @@ struct mpi_type_guard {
   mpi_type_guard(const mpi_type_guard&) = delete;
   mpi_type_guard& operator=(const mpi_type_guard&) = delete;
   ~mpi_type_guard() {
-    if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
+    if (type != MPI_DATATYPE_NULL)
+      MPI_Type_free(&type);
   }
 };
 
@@ -51,7 +54,8 @@ struct mpi_type_guard {
 class mpi_byte_block {
 public:
   explicit mpi_byte_block(std::size_t bytes, std::size_t max_count = INT_MAX) {
-    if (max_count == 0 || max_count > static_cast<std::size_t>(INT_MAX)) max_count = INT_MAX;
+    if (max_count == 0 || max_count > static_cast<std::size_t>(INT_MAX))
+      max_count = INT_MAX;
     if (bytes <= max_count) {
       count_ = static_cast<int>(bytes);
       return;
@@ -86,7 +90,8 @@ public:
   mpi_byte_block(const mpi_byte_block&) = delete;
   mpi_byte_block& operator=(const mpi_byte_block&) = delete;
   ~mpi_byte_block() {
-    if (type_ != MPI_BYTE) MPI_Type_free(&type_);
+    if (type_ != MPI_BYTE)
+      MPI_Type_free(&type_);
   }
 
   /// @brief Element count to pass to MPI.
@@ -102,8 +107,12 @@ private:
 };
 
 template <class T> inline MPI_Datatype mpi_float_type();
-template <> inline MPI_Datatype mpi_float_type<float>() { return MPI_FLOAT; }
-template <> inline MPI_Datatype mpi_float_type<double>() { return MPI_DOUBLE; }
+template <> inline MPI_Datatype mpi_float_type<float>() {
+  return MPI_FLOAT;
+}
+template <> inline MPI_Datatype mpi_float_type<double>() {
+  return MPI_DOUBLE;
+}
 
 } // namespace detail
 
@@ -134,11 +143,14 @@ public:
     int finalized = 0;
     detail::mpi_check(MPI_Initialized(&initialized), "MPI_Initialized");
     detail::mpi_check(MPI_Finalized(&finalized), "MPI_Finalized");
-    if (!initialized || finalized) detail::comm_fail("mpi", "MPI is not initialized");
-    if (comm == MPI_COMM_NULL) detail::comm_fail("mpi", "MPI_COMM_NULL");
+    if (!initialized || finalized)
+      detail::comm_fail("mpi", "MPI is not initialized");
+    if (comm == MPI_COMM_NULL)
+      detail::comm_fail("mpi", "MPI_COMM_NULL");
     int inter = 0;
     detail::mpi_check(MPI_Comm_test_inter(comm, &inter), "MPI_Comm_test_inter");
-    if (inter) detail::comm_fail("mpi", "intercommunicators are not supported");
+    if (inter)
+      detail::comm_fail("mpi", "intercommunicators are not supported");
     detail::mpi_check(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank");
     detail::mpi_check(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
     int* tag_ub = nullptr;
@@ -196,8 +208,8 @@ public:
     check_peer_tag(peer, tag, "recv");
     const detail::mpi_byte_block block(buf.size(), max_count_);
     MPI_Status status{};
-    detail::mpi_check(
-        MPI_Recv(buf.data(), block.count(), block.type(), peer, tag, comm_, &status), "MPI_Recv");
+    detail::mpi_check(MPI_Recv(buf.data(), block.count(), block.type(), peer, tag, comm_, &status),
+                      "MPI_Recv");
     MPI_Count received = 0;
     detail::mpi_check(MPI_Get_elements_x(&status, block.type(), &received), "MPI_Get_elements_x");
     // Elements of the basic type MPI_BYTE, i.e. bytes, for both MPI_BYTE and the derived type.
@@ -231,8 +243,7 @@ public:
   void barrier() { detail::mpi_check(MPI_Barrier(comm_), "MPI_Barrier"); }
 
 private:
-  template <class T>
-  void reduce(std::span<T> inout) {
+  template <class T> void reduce(std::span<T> inout) {
     for (std::size_t off = 0; off < inout.size(); off += max_count_) {
       const std::size_t n = std::min(max_count_, inout.size() - off);
       detail::mpi_check(MPI_Allreduce(MPI_IN_PLACE, inout.data() + off, static_cast<int>(n),
@@ -243,8 +254,8 @@ private:
 
   void check_peer_tag(int peer, int tag, const char* what) const {
     if (peer < 0 || peer >= size_)
-      detail::comm_fail("mpi", std::string(what) + ": peer " + std::to_string(peer) +
-                                   " out of range");
+      detail::comm_fail("mpi",
+                        std::string(what) + ": peer " + std::to_string(peer) + " out of range");
     if (tag < 0 || tag > tag_ub_)
       detail::comm_fail("mpi", std::string(what) + ": tag " + std::to_string(tag) +
                                    " outside [0, MPI_TAG_UB]");

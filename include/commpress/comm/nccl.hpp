@@ -31,21 +31,25 @@ namespace detail {
 inline void nccl_check(ncclResult_t rc, ncclComm_t comm, const char* what) {
   if (rc == ncclInProgress && comm != nullptr) {
     do {
-      if (ncclCommGetAsyncError(comm, &rc) != ncclSuccess) break;
+      if (ncclCommGetAsyncError(comm, &rc) != ncclSuccess)
+        break;
     } while (rc == ncclInProgress);
   }
-  if (rc == ncclSuccess) return;
+  if (rc == ncclSuccess)
+    return;
   std::string msg = std::string(what) + " failed: " + ncclGetErrorString(rc);
   const char* last = comm != nullptr ? ncclGetLastError(comm) : nullptr;
-  if (last != nullptr && *last != '\0') msg += std::string(" (") + last + ")";
+  if (last != nullptr && *last != '\0')
+    msg += std::string(" (") + last + ")";
   comm_fail("nccl", msg);
 }
 
 /// @brief Throws `commpress: nccl: <what> failed: <CUDA error>` unless `rc == cudaSuccess`.
 inline void cuda_check(cudaError_t rc, const char* what) {
-  if (rc == cudaSuccess) return;
-  comm_fail("nccl", std::string(what) + " failed: " + cudaGetErrorName(rc) + ": " +
-                        cudaGetErrorString(rc));
+  if (rc == cudaSuccess)
+    return;
+  comm_fail("nccl",
+            std::string(what) + " failed: " + cudaGetErrorName(rc) + ": " + cudaGetErrorString(rc));
 }
 
 } // namespace detail
@@ -81,7 +85,8 @@ public:
   /// @brief Wraps `comm` and `stream`; both must outlive this object, and `stream` must belong
   /// to the communicator's device.
   nccl_communicator(ncclComm_t comm, cudaStream_t stream) : comm_(comm), stream_(stream) {
-    if (comm == nullptr) detail::comm_fail("nccl", "null ncclComm_t");
+    if (comm == nullptr)
+      detail::comm_fail("nccl", "null ncclComm_t");
     detail::nccl_check(ncclCommUserRank(comm, &rank_), comm, "ncclCommUserRank");
     detail::nccl_check(ncclCommCount(comm, &size_), comm, "ncclCommCount");
   }
@@ -106,7 +111,8 @@ public:
   void all_gather(std::span<const std::byte> mine, std::span<std::byte> all) {
     if (all.size() != mine.size() * static_cast<std::size_t>(size_))
       detail::comm_fail("nccl", "all_gather: all.size() != size() * mine.size()");
-    if (mine.empty()) return;
+    if (mine.empty())
+      return;
     detail::nccl_check(
         ncclAllGather(mine.data(), all.data(), mine.size(), ncclUint8, comm_, stream_), comm_,
         "ncclAllGather");
@@ -120,14 +126,15 @@ public:
     if (send.size() % static_cast<std::size_t>(size_) != 0)
       detail::comm_fail("nccl", "all_to_all: send.size() is not a multiple of size()");
     const std::size_t block = send.size() / static_cast<std::size_t>(size_);
-    if (block == 0) return;
+    if (block == 0)
+      return;
     grouped([&] {
       for (int p = 0; p < size_; ++p) {
         const std::size_t off = static_cast<std::size_t>(p) * block;
-        detail::nccl_check(ncclSend(send.data() + off, block, ncclUint8, p, comm_, stream_),
-                           comm_, "ncclSend");
-        detail::nccl_check(ncclRecv(recv.data() + off, block, ncclUint8, p, comm_, stream_),
-                           comm_, "ncclRecv");
+        detail::nccl_check(ncclSend(send.data() + off, block, ncclUint8, p, comm_, stream_), comm_,
+                           "ncclSend");
+        detail::nccl_check(ncclRecv(recv.data() + off, block, ncclUint8, p, comm_, stream_), comm_,
+                           "ncclRecv");
       }
     });
   }
@@ -135,7 +142,8 @@ public:
   /// @brief ncclSend of `buf` to `peer`; `tag >= 0` is ignored (see the class notes).
   void send(std::span<const std::byte> buf, int peer, int tag) {
     check_peer_tag(peer, tag, "send");
-    if (buf.empty()) return;
+    if (buf.empty())
+      return;
     detail::nccl_check(ncclSend(buf.data(), buf.size(), ncclUint8, peer, comm_, stream_), comm_,
                        "ncclSend");
   }
@@ -144,7 +152,8 @@ public:
   /// The sender must send the same size (NCCL does not report a mismatch).
   void recv(std::span<std::byte> buf, int peer, int tag) {
     check_peer_tag(peer, tag, "recv");
-    if (buf.empty()) return;
+    if (buf.empty())
+      return;
     detail::nccl_check(ncclRecv(buf.data(), buf.size(), ncclUint8, peer, comm_, stream_), comm_,
                        "ncclRecv");
   }
@@ -152,9 +161,7 @@ public:
   /// @brief In-place ncclAllReduce(ncclSum) of floats on the stream.
   void all_reduce_sum(std::span<float> inout) { reduce(inout.data(), inout.size(), ncclFloat32); }
   /// @brief In-place ncclAllReduce(ncclSum) of doubles on the stream.
-  void all_reduce_sum(std::span<double> inout) {
-    reduce(inout.data(), inout.size(), ncclFloat64);
-  }
+  void all_reduce_sum(std::span<double> inout) { reduce(inout.data(), inout.size(), ncclFloat64); }
 
   /// @brief Host-blocking barrier: a one-element ncclAllReduce on the stream (stream-ordered
   /// 4-byte scratch from cudaMallocAsync), then cudaStreamSynchronize. On return, every rank
@@ -183,8 +190,7 @@ public:
   /// @brief Runs `fn()` between ncclGroupStart and ncclGroupEnd, so the NCCL calls it makes
   /// (through this or other communicators) are fused and cannot deadlock on each other, e.g.
   /// a send and a recv exchanged between two ranks. ncclGroupEnd is called even if `fn` throws.
-  template <class F>
-  void grouped(F&& fn) {
+  template <class F> void grouped(F&& fn) {
     detail::nccl_check(ncclGroupStart(), nullptr, "ncclGroupStart");
     try {
       std::forward<F>(fn)();
@@ -197,16 +203,18 @@ public:
 
 private:
   void reduce(void* data, std::size_t n, ncclDataType_t type) {
-    if (n == 0) return;
+    if (n == 0)
+      return;
     detail::nccl_check(ncclAllReduce(data, data, n, type, ncclSum, comm_, stream_), comm_,
                        "ncclAllReduce");
   }
 
   void check_peer_tag(int peer, int tag, const char* what) const {
     if (peer < 0 || peer >= size_)
-      detail::comm_fail("nccl", std::string(what) + ": peer " + std::to_string(peer) +
-                                    " out of range");
-    if (tag < 0) detail::comm_fail("nccl", std::string(what) + ": tag must be >= 0");
+      detail::comm_fail("nccl",
+                        std::string(what) + ": peer " + std::to_string(peer) + " out of range");
+    if (tag < 0)
+      detail::comm_fail("nccl", std::string(what) + ": tag must be >= 0");
   }
 
   ncclComm_t comm_;

@@ -21,9 +21,7 @@ struct cast {
   static constexpr codec_id id = codec_id::cast;
   dtype to = dtype::bf16; ///< dtype::f16 or dtype::bf16
 
-  [[nodiscard]] constexpr std::uint64_t body_bytes(std::uint64_t n) const noexcept {
-    return 2 * n;
-  }
+  [[nodiscard]] constexpr std::uint64_t body_bytes(std::uint64_t n) const noexcept { return 2 * n; }
   [[nodiscard]] constexpr codec_params params() const noexcept {
     codec_params p{};
     p[0] = static_cast<std::uint8_t>(to);

@@ -18,9 +18,7 @@ namespace commpress {
 struct identity {
   static constexpr codec_id id = codec_id::identity;
 
-  [[nodiscard]] constexpr std::uint64_t body_bytes(std::uint64_t n) const noexcept {
-    return 4 * n;
-  }
+  [[nodiscard]] constexpr std::uint64_t body_bytes(std::uint64_t n) const noexcept { return 4 * n; }
   [[nodiscard]] constexpr codec_params params() const noexcept { return {}; }
   [[nodiscard]] constexpr status can_implement(std::uint64_t) const noexcept { return {}; }
   friend constexpr bool operator==(identity, identity) = default;

@@ -60,13 +60,13 @@ struct sign {
   sign_scale scale = sign_scale::mean_abs;
 
   /// Elements per group for an n-element tensor.
-  [[nodiscard]] COMMPRESS_HOST_DEVICE constexpr std::uint64_t group_length(
-      std::uint64_t n) const noexcept {
+  [[nodiscard]] COMMPRESS_HOST_DEVICE constexpr std::uint64_t
+  group_length(std::uint64_t n) const noexcept {
     return granularity == sign_granularity::tensor ? n : block;
   }
   /// Number of groups (scales) for an n-element tensor.
-  [[nodiscard]] COMMPRESS_HOST_DEVICE constexpr std::uint64_t groups(
-      std::uint64_t n) const noexcept {
+  [[nodiscard]] COMMPRESS_HOST_DEVICE constexpr std::uint64_t
+  groups(std::uint64_t n) const noexcept {
     return n == 0 ? 0 : detail::ceil_div(n, group_length(n));
   }
   [[nodiscard]] constexpr std::uint64_t body_bytes(std::uint64_t n) const noexcept {
@@ -102,9 +102,11 @@ struct sign {
   /// sqrt are correctly rounded on both backends, so the scale is the same bits everywhere.
   COMMPRESS_HOST_DEVICE float scale_from_sum(double sum, std::uint64_t m) const {
     // Terms are >= 0, so only a NaN or an Inf term makes the sum fail this test.
-    if (!(sum <= 1.7976931348623157e308)) return detail::bits_to_float(0x7fc00000u);
+    if (!(sum <= 1.7976931348623157e308))
+      return detail::bits_to_float(0x7fc00000u);
     const double mean = sum / static_cast<double>(m);
-    if (scale == sign_scale::mean_abs) return static_cast<float>(mean);
+    if (scale == sign_scale::mean_abs)
+      return static_cast<float>(mean);
 #if COMMPRESS_DEVICE_COMPILATION
     return static_cast<float>(::sqrt(mean));
 #else
@@ -113,7 +115,9 @@ struct sign {
   }
 
   /// The wire bit of one element: 1 iff x < 0 (0 and -0 are +).
-  COMMPRESS_HOST_DEVICE static std::uint32_t encode_bit(float x) { return x < 0.0f ? 1u : 0u; }
+  COMMPRESS_HOST_DEVICE static std::uint32_t encode_bit(float x) {
+    return x < 0.0f ? 1u : 0u;
+  }
   /// The value a bit stands for in a group of scale s.
   COMMPRESS_HOST_DEVICE static float decode_value(std::uint32_t bit, float s) {
     // A sign-bit flip rather than -s: a GPU may negate through an arithmetic instruction,

@@ -50,19 +50,18 @@ namespace commpress {
 /// own indices): aggregate by all-gather and decode_accumulate.
 struct top_k {
   static constexpr codec_id id = codec_id::top_k;
-  float fraction = 0.1f;         ///< share of each row kept, in [0, 1]; used when count == 0
-  std::uint64_t count = 0;       ///< if > 0, elements kept per row (at most the row length)
-  std::uint32_t row_length = 0;  ///< 0: one selection over the tensor; else per row of this length
-  dtype values = dtype::f32;     ///< wire dtype of the kept values: f32, f16 or bf16
+  float fraction = 0.1f;        ///< share of each row kept, in [0, 1]; used when count == 0
+  std::uint64_t count = 0;      ///< if > 0, elements kept per row (at most the row length)
+  std::uint32_t row_length = 0; ///< 0: one selection over the tensor; else per row of this length
+  dtype values = dtype::f32;    ///< wire dtype of the kept values: f32, f16 or bf16
 
   /// Elements per row for an n-element tensor.
-  [[nodiscard]] COMMPRESS_HOST_DEVICE constexpr std::uint64_t row_elements(
-      std::uint64_t n) const noexcept {
+  [[nodiscard]] COMMPRESS_HOST_DEVICE constexpr std::uint64_t
+  row_elements(std::uint64_t n) const noexcept {
     return row_length == 0 ? n : row_length;
   }
   /// Number of rows for an n-element tensor (one, possibly empty, when row_length == 0).
-  [[nodiscard]] COMMPRESS_HOST_DEVICE constexpr std::uint64_t rows(
-      std::uint64_t n) const noexcept {
+  [[nodiscard]] COMMPRESS_HOST_DEVICE constexpr std::uint64_t rows(std::uint64_t n) const noexcept {
     return row_length == 0 ? 1 : n / row_length;
   }
   /// Elements kept in a row of d elements.
@@ -70,8 +69,8 @@ struct top_k {
     return detail::keep_count(fraction, count, d);
   }
   /// Bytes of one listed index in a row of d elements.
-  [[nodiscard]] COMMPRESS_HOST_DEVICE static constexpr unsigned index_width(
-      std::uint64_t d) noexcept {
+  [[nodiscard]] COMMPRESS_HOST_DEVICE static constexpr unsigned
+  index_width(std::uint64_t d) noexcept {
     return d <= 256 ? 1u : d <= 65536 ? 2u : 4u;
   }
   /// Whether a row of d elements with k kept sends a bitmap instead of an index list.
@@ -80,8 +79,8 @@ struct top_k {
     return detail::ceil_div(d, 8) < k * index_width(d);
   }
   /// Bytes of a row's index section.
-  [[nodiscard]] COMMPRESS_HOST_DEVICE static constexpr std::uint64_t index_bytes(
-      std::uint64_t d, std::uint64_t k) noexcept {
+  [[nodiscard]] COMMPRESS_HOST_DEVICE static constexpr std::uint64_t
+  index_bytes(std::uint64_t d, std::uint64_t k) noexcept {
     return uses_bitmap(d, k) ? detail::ceil_div(d, 8) : k * index_width(d);
   }
   /// Bytes of one kept value.

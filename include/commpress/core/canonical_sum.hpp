@@ -44,7 +44,8 @@ namespace detail {
 /// The fixed tree that folds the 32 lanes: lane[j] += lane[j + w] for w = 16, 8, 4, 2, 1.
 COMMPRESS_HOST_DEVICE inline double fold_lanes(double (&lane)[canonical_lanes]) {
   for (unsigned w = canonical_lanes / 2; w > 0; w /= 2)
-    for (unsigned j = 0; j < w; ++j) lane[j] += lane[j + w];
+    for (unsigned j = 0; j < w; ++j)
+      lane[j] += lane[j + w];
   return lane[0];
 }
 } // namespace detail
@@ -56,10 +57,10 @@ COMMPRESS_HOST_DEVICE inline double fold_lanes(double (&lane)[canonical_lanes]) 
 #if defined(__CUDACC__)
 #pragma nv_exec_check_disable
 #endif
-template <class Term>
-COMMPRESS_HOST_DEVICE double canonical_sum(std::uint64_t m, Term&& term) {
+template <class Term> COMMPRESS_HOST_DEVICE double canonical_sum(std::uint64_t m, Term&& term) {
   double lane[canonical_lanes] = {};
-  for (std::uint64_t i = 0; i < m; ++i) lane[i % canonical_lanes] += term(i);
+  for (std::uint64_t i = 0; i < m; ++i)
+    lane[i % canonical_lanes] += term(i);
   return detail::fold_lanes(lane);
 }
 
@@ -79,7 +80,8 @@ COMMPRESS_HOST_DEVICE double canonical_chunked_sum(std::uint64_t m, Term&& term)
     const std::uint64_t first = c * canonical_chunk;
     const std::uint64_t len = m - first < canonical_chunk ? m - first : canonical_chunk;
     double inner[canonical_lanes] = {};
-    for (std::uint64_t i = 0; i < len; ++i) inner[i % canonical_lanes] += term(first + i);
+    for (std::uint64_t i = 0; i < len; ++i)
+      inner[i % canonical_lanes] += term(first + i);
     lane[c % canonical_lanes] += detail::fold_lanes(inner);
   }
   return detail::fold_lanes(lane);

@@ -25,31 +25,31 @@ namespace commpress {
 /// - `can_implement(n)`: up-front validation of the configuration for n elements.
 template <class C>
 concept codec = std::is_trivially_copyable_v<C> && std::equality_comparable<C> &&
-                requires(const C& c, std::uint64_t n) {
-                  { C::id } -> std::convertible_to<codec_id>;
-                  { c.body_bytes(n) } noexcept -> std::same_as<std::uint64_t>;
-                  { c.params() } noexcept -> std::same_as<codec_params>;
-                  { c.can_implement(n) } noexcept -> std::same_as<status>;
-                };
+    requires(const C& c, std::uint64_t n) {
+  { C::id } -> std::convertible_to<codec_id>;
+  { c.body_bytes(n) }
+  noexcept->std::same_as<std::uint64_t>;
+  { c.params() }
+  noexcept->std::same_as<codec_params>;
+  { c.can_implement(n) }
+  noexcept->std::same_as<status>;
+};
 
 /// @brief Exact size of the payload a codec writes for n elements (header + body).
-template <codec C>
-constexpr std::uint64_t max_payload_bytes(const C& c, std::uint64_t n) noexcept {
+template <codec C> constexpr std::uint64_t max_payload_bytes(const C& c, std::uint64_t n) noexcept {
   return format::header_bytes + c.body_bytes(n);
 }
 
 namespace detail {
 
 /// Writes the little-endian bytes of `v` at `params[offset..]`.
-template <class U>
-constexpr void put_param(codec_params& params, std::size_t offset, U v) {
+template <class U> constexpr void put_param(codec_params& params, std::size_t offset, U v) {
   for (std::size_t i = 0; i < sizeof(U); ++i)
     params[offset + i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(v) >> (8 * i));
 }
 
 /// Backend implementation of a codec; each backend specialises it for the codecs it runs.
-template <class Codec, class Backend>
-struct codec_impl {
+template <class Codec, class Backend> struct codec_impl {
   static_assert(sizeof(Codec) == 0,
                 "commpress: this codec has no implementation for this backend; include the "
                 "backend's header for it (for example commpress/backend/cpu/quantize.hpp)");

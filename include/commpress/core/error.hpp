@@ -30,18 +30,30 @@ enum class errc : std::uint8_t {
 /// @brief A short, stable name for an error code.
 constexpr const char* to_string(errc c) noexcept {
   switch (c) {
-  case errc::ok: return "ok";
-  case errc::invalid_argument: return "invalid argument";
-  case errc::buffer_too_small: return "buffer too small";
-  case errc::size_mismatch: return "size mismatch";
-  case errc::truncated: return "truncated";
-  case errc::bad_magic: return "bad magic";
-  case errc::bad_version: return "unsupported version";
-  case errc::codec_mismatch: return "codec mismatch";
-  case errc::checksum_mismatch: return "checksum mismatch";
-  case errc::corrupt: return "corrupt";
-  case errc::non_finite: return "non-finite input";
-  case errc::stream_mismatch: return "stream mismatch";
+  case errc::ok:
+    return "ok";
+  case errc::invalid_argument:
+    return "invalid argument";
+  case errc::buffer_too_small:
+    return "buffer too small";
+  case errc::size_mismatch:
+    return "size mismatch";
+  case errc::truncated:
+    return "truncated";
+  case errc::bad_magic:
+    return "bad magic";
+  case errc::bad_version:
+    return "unsupported version";
+  case errc::codec_mismatch:
+    return "codec mismatch";
+  case errc::checksum_mismatch:
+    return "checksum mismatch";
+  case errc::corrupt:
+    return "corrupt";
+  case errc::non_finite:
+    return "non-finite input";
+  case errc::stream_mismatch:
+    return "stream mismatch";
   }
   return "unknown";
 }
@@ -67,18 +79,20 @@ private:
 
 namespace detail {
 [[noreturn]] inline void throw_error(errc code, const char* component, const std::string& what) {
-  throw error(code, std::string("commpress: ") + component + ": " + what + " (" +
-                        to_string(code) + ")");
+  throw error(code,
+              std::string("commpress: ") + component + ": " + what + " (" + to_string(code) + ")");
 }
 inline void throw_if(const status& s, const char* component) {
-  if (!s) throw_error(s.code, component, s.message);
+  if (!s)
+    throw_error(s.code, component, s.message);
 }
 } // namespace detail
 
 } // namespace commpress
 
 /// Throws `commpress::error{code}` with "commpress: component: msg" when `cond` is false.
-#define COMMPRESS_EXPECTS(cond, code, component, msg)                                             \
+#define COMMPRESS_EXPECTS(cond, code, component, msg)                                              \
   do {                                                                                             \
-    if (!(cond)) ::commpress::detail::throw_error((code), (component), (msg));                    \
+    if (!(cond))                                                                                   \
+      ::commpress::detail::throw_error((code), (component), (msg));                                \
   } while (0)

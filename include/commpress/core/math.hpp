@@ -80,8 +80,12 @@ COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float abs(float x) {
 }
 
 /// Larger of two values; NaN-free inputs assumed (callers screen non-finite values first).
-COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float max(float a, float b) { return a < b ? b : a; }
-COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float min(float a, float b) { return b < a ? b : a; }
+COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float max(float a, float b) {
+  return a < b ? b : a;
+}
+COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float min(float a, float b) {
+  return b < a ? b : a;
+}
 
 COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE bool is_finite(float x) {
   return (float_to_bits(x) & 0x7f800000u) != 0x7f800000u;
@@ -106,10 +110,13 @@ COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float floor_small(float y) {
 /// 0.1) from adding an element: 0.1f of 1000 keeps 100.
 COMMPRESS_HOST_DEVICE constexpr std::uint64_t keep_count(float fraction, std::uint64_t count,
                                                          std::uint64_t d) {
-  if (count > 0) return count < d ? count : d;
+  if (count > 0)
+    return count < d ? count : d;
   const double p = static_cast<double>(fraction) * static_cast<double>(d);
-  if (!(p > 0.0)) return 0;
-  if (p >= static_cast<double>(d)) return d;
+  if (!(p > 0.0))
+    return 0;
+  if (p >= static_cast<double>(d))
+    return d;
   const auto k = static_cast<std::uint64_t>(p + 0.5); // p + 0.5 >= 0.5: truncation is floor
   return k == 0 ? 1 : k;
 }

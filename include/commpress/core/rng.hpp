@@ -51,9 +51,8 @@ COMMPRESS_HOST_DEVICE constexpr void philox_round(std::uint32_t (&c)[4], std::ui
 } // namespace detail
 
 /// @brief Philox4x32 with 10 rounds on a 128-bit counter.
-COMMPRESS_HOST_DEVICE constexpr rng_block philox4x32_10(std::uint32_t c0, std::uint32_t c1,
-                                                         std::uint32_t c2, std::uint32_t c3,
-                                                         rng_key key) {
+COMMPRESS_HOST_DEVICE constexpr rng_block
+philox4x32_10(std::uint32_t c0, std::uint32_t c1, std::uint32_t c2, std::uint32_t c3, rng_key key) {
   std::uint32_t c[4] = {c0, c1, c2, c3};
   std::uint32_t k0 = key.k0;
   std::uint32_t k1 = key.k1;
@@ -68,16 +67,15 @@ COMMPRESS_HOST_DEVICE constexpr rng_block philox4x32_10(std::uint32_t c0, std::u
 /// @brief Derives the key of one tensor's stream: one Philox block of (tensor_id) under `seed`.
 /// @note Distinct tensor ids give independent streams for the same seed.
 COMMPRESS_HOST_DEVICE constexpr rng_key make_rng_key(std::uint64_t seed, std::uint32_t tensor_id) {
-  const rng_block b = philox4x32_10(tensor_id, 0x636f6d6du /* "comm" */, 0x70726573u /* "pres" */,
-                                    0u,
-                                    rng_key{static_cast<std::uint32_t>(seed),
-                                            static_cast<std::uint32_t>(seed >> 32)});
+  const rng_block b = philox4x32_10(
+      tensor_id, 0x636f6d6du /* "comm" */, 0x70726573u /* "pres" */, 0u,
+      rng_key{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
   return rng_key{b.v[0], b.v[1]};
 }
 
 /// @brief The Philox block holding the random words of elements 4*block .. 4*block+3 at `step`.
 COMMPRESS_HOST_DEVICE constexpr rng_block random_block(rng_key key, std::uint64_t step,
-                                                        std::uint64_t block) {
+                                                       std::uint64_t block) {
   return philox4x32_10(static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32),
                        static_cast<std::uint32_t>(step), static_cast<std::uint32_t>(step >> 32),
                        key);

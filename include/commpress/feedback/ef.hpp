@@ -97,11 +97,10 @@ template <> struct feedback_ops<ef> {
       if (ctx.on_nonfinite != nonfinite_policy::fail && impl::can_fuse_feedback(c)) {
         check_can_implement(c, n);
         const std::uint64_t body = c.body_bytes(n);
-        COMMPRESS_EXPECTS(out.size() >= format::header_bytes + body, errc::buffer_too_small,
-                          "encode",
-                          "output holds " + std::to_string(out.size()) +
-                              " bytes, the payload needs " +
-                              std::to_string(format::header_bytes + body));
+        COMMPRESS_EXPECTS(
+            out.size() >= format::header_bytes + body, errc::buffer_too_small, "encode",
+            "output holds " + std::to_string(out.size()) + " bytes, the payload needs " +
+                std::to_string(format::header_bytes + body));
         std::size_t held = 0;
         auto* body_ptr = reinterpret_cast<unsigned char*>(out.data() + format::header_bytes);
         const std::size_t bad = impl::encode_ef(c, ctx, in.data(), e.data(), n, body_ptr, held);

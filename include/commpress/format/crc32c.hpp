@@ -30,11 +30,13 @@ constexpr std::array<std::array<std::uint32_t, 256>, 8> make_crc32c_tables() {
   std::array<std::array<std::uint32_t, 256>, 8> t{};
   for (std::uint32_t i = 0; i < 256; ++i) {
     std::uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1u) ? (c >> 1) ^ crc32c_polynomial : c >> 1;
+    for (int k = 0; k < 8; ++k)
+      c = (c & 1u) ? (c >> 1) ^ crc32c_polynomial : c >> 1;
     t[0][i] = c;
   }
   for (std::uint32_t i = 0; i < 256; ++i)
-    for (std::size_t s = 1; s < 8; ++s) t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xffu];
+    for (std::size_t s = 1; s < 8; ++s)
+      t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xffu];
   return t;
 }
 
@@ -49,7 +51,8 @@ inline std::uint32_t crc32c_portable(std::uint32_t c, const unsigned char* p, st
     c = t[7][lo & 0xffu] ^ t[6][(lo >> 8) & 0xffu] ^ t[5][(lo >> 16) & 0xffu] ^ t[4][lo >> 24] ^
         t[3][p[4]] ^ t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]];
   }
-  for (; n > 0; --n, ++p) c = (c >> 8) ^ t[0][(c ^ *p) & 0xffu];
+  for (; n > 0; --n, ++p)
+    c = (c >> 8) ^ t[0][(c ^ *p) & 0xffu];
   return c;
 }
 
@@ -63,7 +66,8 @@ crc32c_sse42(std::uint32_t c, const unsigned char* p, std::size_t n) {
     c64 = __builtin_ia32_crc32di(c64, w);
   }
   c = static_cast<std::uint32_t>(c64);
-  for (; n > 0; --n, ++p) c = __builtin_ia32_crc32qi(c, *p);
+  for (; n > 0; --n, ++p)
+    c = __builtin_ia32_crc32qi(c, *p);
   return c;
 }
 
@@ -80,7 +84,8 @@ inline std::uint32_t crc32c_armv8(std::uint32_t c, const unsigned char* p, std::
     std::memcpy(&w, p, 8);
     c = __crc32cd(c, w);
   }
-  for (; n > 0; --n, ++p) c = __crc32cb(c, *p);
+  for (; n > 0; --n, ++p)
+    c = __crc32cb(c, *p);
   return c;
 }
 #endif
@@ -91,20 +96,23 @@ inline std::uint32_t crc32c_armv8(std::uint32_t c, const unsigned char* p, std::
 inline std::uint32_t crc32c_update(std::uint32_t crc, const void* data, std::size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
 #if defined(COMMPRESS_CRC32C_X86)
-  if (cpu_has_sse42()) return ~crc32c_sse42(~crc, p, n);
+  if (cpu_has_sse42())
+    return ~crc32c_sse42(~crc, p, n);
 #elif defined(__ARM_FEATURE_CRC32)
   return ~crc32c_armv8(~crc, p, n);
 #endif
   return ~crc32c_portable(~crc, p, n);
 }
 
-inline std::uint32_t crc32c(const void* data, std::size_t n) { return crc32c_update(0, data, n); }
+inline std::uint32_t crc32c(const void* data, std::size_t n) {
+  return crc32c_update(0, data, n);
+}
 
 #if defined(COMMPRESS_CRC32C_X86)
 __attribute__((target("sse4.2"))) inline void crc32c_sse42_x3(const unsigned char* a,
                                                               const unsigned char* b,
-                                                              const unsigned char* c,
-                                                              std::size_t n, std::uint32_t* out) {
+                                                              const unsigned char* c, std::size_t n,
+                                                              std::uint32_t* out) {
   std::uint64_t ca = ~0u, cb = ~0u, cc = ~0u;
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {

@@ -33,10 +33,10 @@ using codec_params = std::array<std::uint8_t, 16>;
 /// @brief The decoded fields of a payload header.
 struct payload_header {
   codec_id codec{};
-  dtype element{};             ///< dtype of the tensor that was encoded
-  std::uint64_t count = 0;     ///< elements in the tensor
+  dtype element{};         ///< dtype of the tensor that was encoded
+  std::uint64_t count = 0; ///< elements in the tensor
   std::uint64_t body_bytes = 0;
-  std::uint64_t seed = 0;      ///< context the sender encoded with
+  std::uint64_t seed = 0; ///< context the sender encoded with
   std::uint64_t step = 0;
   std::uint32_t tensor_id = 0;
   codec_params params{};
@@ -53,14 +53,14 @@ inline constexpr std::size_t checksum_chunk_bytes = 65536;
 inline constexpr std::size_t crc_offset = 60;
 
 namespace detail {
-template <class U>
-inline void store_le(unsigned char* p, U v) {
-  for (std::size_t i = 0; i < sizeof(U); ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+template <class U> inline void store_le(unsigned char* p, U v) {
+  for (std::size_t i = 0; i < sizeof(U); ++i)
+    p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
-template <class U>
-inline U load_le(const unsigned char* p) {
+template <class U> inline U load_le(const unsigned char* p) {
   U v = 0;
-  for (std::size_t i = 0; i < sizeof(U); ++i) v |= static_cast<U>(p[i]) << (8 * i);
+  for (std::size_t i = 0; i < sizeof(U); ++i)
+    v |= static_cast<U>(p[i]) << (8 * i);
   return v;
 }
 } // namespace detail
@@ -68,7 +68,8 @@ inline U load_le(const unsigned char* p) {
 /// @brief Writes the header fields (bytes 0..59) and a zero checksum into `out[0..63]`.
 inline void write_header(const payload_header& h, std::byte* out) {
   auto* p = reinterpret_cast<unsigned char*>(out);
-  for (std::size_t i = 0; i < 4; ++i) p[i] = magic[i];
+  for (std::size_t i = 0; i < 4; ++i)
+    p[i] = magic[i];
   p[4] = version;
   p[5] = static_cast<unsigned char>(h.codec);
   p[6] = static_cast<unsigned char>(h.element);
@@ -78,7 +79,8 @@ inline void write_header(const payload_header& h, std::byte* out) {
   detail::store_le<std::uint64_t>(p + 24, h.seed);
   detail::store_le<std::uint64_t>(p + 32, h.step);
   detail::store_le<std::uint32_t>(p + 40, h.tensor_id);
-  for (std::size_t i = 0; i < 16; ++i) p[44 + i] = h.params[i];
+  for (std::size_t i = 0; i < 16; ++i)
+    p[44 + i] = h.params[i];
   detail::store_le<std::uint32_t>(p + crc_offset, 0u);
 }
 
@@ -93,7 +95,8 @@ inline payload_header read_header(const std::byte* in) {
   h.seed = detail::load_le<std::uint64_t>(p + 24);
   h.step = detail::load_le<std::uint64_t>(p + 32);
   h.tensor_id = detail::load_le<std::uint32_t>(p + 40);
-  for (std::size_t i = 0; i < 16; ++i) h.params[i] = p[44 + i];
+  for (std::size_t i = 0; i < 16; ++i)
+    h.params[i] = p[44 + i];
   return h;
 }
 
@@ -127,8 +130,8 @@ inline std::uint32_t payload_checksum(const std::byte* header, const std::byte* 
 
 /// @brief Computes the checksum of a complete payload and stores it at bytes 60..63.
 inline void seal(std::span<std::byte> payload, std::size_t body_bytes) {
-  const std::uint32_t crc = payload_checksum(payload.data(), payload.data() + header_bytes,
-                                             body_bytes);
+  const std::uint32_t crc =
+      payload_checksum(payload.data(), payload.data() + header_bytes, body_bytes);
   detail::store_le<std::uint32_t>(reinterpret_cast<unsigned char*>(payload.data()) + crc_offset,
                                   crc);
 }

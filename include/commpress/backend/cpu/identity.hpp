@@ -16,14 +16,12 @@
 
 namespace commpress::detail {
 
-template <>
-struct codec_impl<identity, cpu::seq_t> {
+template <> struct codec_impl<identity, cpu::seq_t> {
   static std::uint64_t workspace_bytes(const identity&, std::uint64_t) { return 0; }
 
   template <element T>
   static std::size_t encode_body(const cpu::seq_t&, const identity&, const context& ctx,
-                                 std::span<const T> in, unsigned char* body,
-                                 std::span<std::byte>) {
+                                 std::span<const T> in, unsigned char* body, std::span<std::byte>) {
     std::size_t bad = 0;
     for (std::size_t i = 0; i < in.size(); ++i)
       cpu::detail::store_word<float>(body + 4 * i, screen(to_float(in[i]), ctx.on_nonfinite, bad));
@@ -46,7 +44,8 @@ struct codec_impl<identity, cpu::seq_t> {
   static std::size_t roundtrip(const cpu::seq_t&, const identity&, const context& ctx,
                                std::span<float> x, std::span<std::byte>) {
     std::size_t bad = 0;
-    for (float& v : x) v = screen(v, ctx.on_nonfinite, bad);
+    for (float& v : x)
+      v = screen(v, ctx.on_nonfinite, bad);
     return bad;
   }
 };

@@ -104,9 +104,9 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
     const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
     dispatch(c, [&](auto b, auto, auto s) {
       bad = zero ? encode_ef_impl<decltype(b)::value, decltype(s)::value, true>(c, ctx, g, e, n,
-                                                                               body, held)
+                                                                                body, held)
                  : encode_ef_impl<decltype(b)::value, decltype(s)::value, false>(c, ctx, g, e, n,
-                                                                                body, held);
+                                                                                 body, held);
     });
     return bad;
   }
@@ -283,9 +283,8 @@ private:
   }
 
   template <unsigned B, bool S, bool Zero>
-  static std::size_t encode_ef_impl(const quantize& c, const context& ctx, const float* g,
-                                    float* e, std::size_t n, unsigned char* body,
-                                    std::size_t& held) {
+  static std::size_t encode_ef_impl(const quantize& c, const context& ctx, const float* g, float* e,
+                                    std::size_t n, unsigned char* body, std::size_t& held) {
     using namespace cpu::detail;
     const std::size_t len = c.group;
     unsigned char* const codes = body + c.n_groups(n) * c.record_bytes();

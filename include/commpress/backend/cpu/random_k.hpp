@@ -19,23 +19,21 @@
 
 namespace commpress::detail {
 
-template <>
-struct codec_impl<random_k, cpu::seq_t> {
+template <> struct codec_impl<random_k, cpu::seq_t> {
   static std::uint64_t workspace_bytes(const random_k&, std::uint64_t) { return 0; }
 
   template <element T>
   static std::size_t encode_body(const cpu::seq_t&, const random_k& c, const context& ctx,
-                                 std::span<const T> in, unsigned char* body,
-                                 std::span<std::byte>) {
+                                 std::span<const T> in, unsigned char* body, std::span<std::byte>) {
     std::size_t counted = 0; // the kept elements are counted with all the others below
     for_each_stratum(c, in.size(), ctx.key(), ctx.step,
                      [&](std::uint64_t j, std::uint64_t, std::uint64_t, std::uint64_t i) {
                        const float v = screen(to_float(in[i]), ctx.on_nonfinite, counted);
-                       store_value(body + j * c.value_bytes(), c.value_bytes(),
-                                   c.encode_value(v));
+                       store_value(body + j * c.value_bytes(), c.value_bytes(), c.encode_value(v));
                      });
     std::size_t bad = 0;
-    for (const T& v : in) bad += is_finite(to_float(v)) ? 0u : 1u;
+    for (const T& v : in)
+      bad += is_finite(to_float(v)) ? 0u : 1u;
     return bad;
   }
 
@@ -64,25 +62,26 @@ struct codec_impl<random_k, cpu::seq_t> {
   static std::size_t roundtrip(const cpu::seq_t&, const random_k& c, const context& ctx,
                                std::span<float> x, std::span<std::byte>) {
     std::size_t bad = 0;
-    for (const float v : x) bad += is_finite(v) ? 0u : 1u;
-    if (c.kept(x.size()) == 0) std::fill(x.begin(), x.end(), 0.0f);
+    for (const float v : x)
+      bad += is_finite(v) ? 0u : 1u;
+    if (c.kept(x.size()) == 0)
+      std::fill(x.begin(), x.end(), 0.0f);
     std::size_t counted = 0;
-    for_each_stratum(
-        c, x.size(), ctx.key(), ctx.step,
-        [&](std::uint64_t, std::uint64_t start, std::uint64_t size, std::uint64_t i) {
-          const float v = screen(x[i], ctx.on_nonfinite, counted);
-          std::fill(x.begin() + static_cast<std::ptrdiff_t>(start),
-                    x.begin() + static_cast<std::ptrdiff_t>(start + size), 0.0f);
-          x[i] = c.decode_kept(c.encode_value(v), size);
-        });
+    for_each_stratum(c, x.size(), ctx.key(), ctx.step,
+                     [&](std::uint64_t, std::uint64_t start, std::uint64_t size, std::uint64_t i) {
+                       const float v = screen(x[i], ctx.on_nonfinite, counted);
+                       std::fill(x.begin() + static_cast<std::ptrdiff_t>(start),
+                                 x.begin() + static_cast<std::ptrdiff_t>(start + size), 0.0f);
+                       x[i] = c.decode_kept(c.encode_value(v), size);
+                     });
     return bad;
   }
 
 private:
   /// Calls visit(j, start, size, kept index) for every stratum j of the n elements.
   template <class Visit>
-  static void for_each_stratum(const random_k& c, std::uint64_t n, rng_key key,
-                               std::uint64_t step, Visit&& visit) {
+  static void for_each_stratum(const random_k& c, std::uint64_t n, rng_key key, std::uint64_t step,
+                               Visit&& visit) {
     const std::uint64_t k = c.kept(n);
     std::uint64_t start = 0;
     for (std::uint64_t j = 0; j < k; ++j) {

@@ -25,22 +25,19 @@
 
 namespace commpress::detail {
 
-template <>
-struct codec_impl<sign, cpu::seq_t> {
+template <> struct codec_impl<sign, cpu::seq_t> {
   static std::uint64_t workspace_bytes(const sign&, std::uint64_t) { return 0; }
 
   /// Scale of a group of m elements; load(i) returns element i of the group, already screened
   /// by the non-finite policy.
-  template <class Load>
-  static float group_scale(const sign& c, std::uint64_t m, Load&& load) {
+  template <class Load> static float group_scale(const sign& c, std::uint64_t m, Load&& load) {
     return c.scale_from_sum(
         canonical_chunked_sum(m, [&](std::uint64_t i) { return c.scale_term(load(i)); }), m);
   }
 
   template <element T>
   static std::size_t encode_body(const cpu::seq_t&, const sign& c, const context& ctx,
-                                 std::span<const T> in, unsigned char* body,
-                                 std::span<std::byte>) {
+                                 std::span<const T> in, unsigned char* body, std::span<std::byte>) {
     const std::uint64_t n = in.size();
     const std::uint64_t len = c.group_length(n);
     const std::uint64_t groups = c.groups(n);
@@ -106,9 +103,8 @@ struct codec_impl<sign, cpu::seq_t> {
 
   static void accumulate_body(const cpu::seq_t&, const sign& c, const payload_header&,
                               const unsigned char* body, std::span<float> acc, float weight) {
-    for_each_decoded(c, acc.size(), body, [&](std::uint64_t i, float v) {
-      acc[i] = add_rn(acc[i], mul_rn(weight, v));
-    });
+    for_each_decoded(c, acc.size(), body,
+                     [&](std::uint64_t i, float v) { acc[i] = add_rn(acc[i], mul_rn(weight, v)); });
   }
 
   /// In place: each group's scale is computed before any of its elements is overwritten, and

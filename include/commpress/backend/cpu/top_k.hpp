@@ -32,8 +32,7 @@
 
 namespace commpress::detail {
 
-template <>
-struct codec_impl<top_k, cpu::seq_t> {
+template <> struct codec_impl<top_k, cpu::seq_t> {
   /// One 32-bit key per element of a row, plus 3 bytes to align the key array inside any span.
   static std::uint64_t workspace_bytes(const top_k& c, std::uint64_t n) {
     const std::uint64_t d = c.row_elements(n);
@@ -56,7 +55,8 @@ struct codec_impl<top_k, cpu::seq_t> {
     for (std::uint64_t r = 0; r < rows; ++r) {
       unsigned char* idx = body + r * ib;
       unsigned char* val = body + rows * ib + r * k * vb;
-      if (bitmap) std::memset(idx, 0, ib);
+      if (bitmap)
+        std::memset(idx, 0, ib);
       std::uint64_t j = 0;
       select_row(
           d, k, keys_of(ws), raw_row(in.data() + r * d), ctx.on_nonfinite,
@@ -65,7 +65,8 @@ struct codec_impl<top_k, cpu::seq_t> {
           },
           bad,
           [&](std::uint64_t i, float v, bool keep) {
-            if (!keep) return;
+            if (!keep)
+              return;
             if (bitmap) {
               idx[i / 8] = static_cast<unsigned char>(idx[i / 8] | (1u << (i % 8)));
             } else {
@@ -123,8 +124,7 @@ private:
   }
 
   /// The row as fp32 for the sampled method, or nullptr for fp16/bf16 input (full method).
-  template <class T>
-  static const float* raw_row(const T* p) {
+  template <class T> static const float* raw_row(const T* p) {
     if constexpr (std::is_same_v<T, float>) {
       return p;
     } else {
@@ -141,20 +141,22 @@ private:
     // Long fp32 rows: the sampled-threshold method (same selection, about 20x faster than
     // nth_element over the row, perf.md B3); it declines when its sample misses.
     if (raw != nullptr && k != 0 && k != d && d >= cpu::detail::sampled_top_k_min_row &&
-        cpu::detail::top_k_sampled(raw, d, k, policy == nonfinite_policy::zero_and_count, keys,
-                                   bad, visit))
+        cpu::detail::top_k_sampled(raw, d, k, policy == nonfinite_policy::zero_and_count, keys, bad,
+                                   visit))
       return;
-    std::uint32_t t = 0;        // the k-th largest key
-    std::uint64_t ties = 0;     // keys == t still to keep
+    std::uint32_t t = 0;    // the k-th largest key
+    std::uint64_t ties = 0; // keys == t still to keep
     bool all = k == d, none = k == 0;
     if (!all && !none) {
       std::size_t uncounted = 0;
-      for (std::uint64_t i = 0; i < d; ++i) keys[i] = top_k::magnitude_key(load(i, uncounted));
+      for (std::uint64_t i = 0; i < d; ++i)
+        keys[i] = top_k::magnitude_key(load(i, uncounted));
       std::nth_element(keys, keys + (k - 1), keys + d, std::greater<>{});
       t = keys[k - 1];
       // Every key > t is now before position k - 1.
       std::uint64_t greater = 0;
-      for (std::uint64_t j = 0; j + 1 < k; ++j) greater += keys[j] > t ? 1u : 0u;
+      for (std::uint64_t j = 0; j + 1 < k; ++j)
+        greater += keys[j] > t ? 1u : 0u;
       ties = k - greater;
     }
     for (std::uint64_t i = 0; i < d; ++i) {
@@ -163,20 +165,26 @@ private:
       bool keep = all;
       if (!all && !none) {
         keep = key > t || (key == t && ties > 0);
-        if (keep && key == t) --ties;
+        if (keep && key == t)
+          --ties;
       }
       visit(i, v, keep);
     }
   }
 
   static void store_index(unsigned char* p, unsigned width, std::uint64_t i) {
-    if (width == 1) p[0] = static_cast<unsigned char>(i);
-    if (width == 2) cpu::detail::store_word<std::uint16_t>(p, static_cast<std::uint16_t>(i));
-    if (width == 4) cpu::detail::store_word<std::uint32_t>(p, static_cast<std::uint32_t>(i));
+    if (width == 1)
+      p[0] = static_cast<unsigned char>(i);
+    if (width == 2)
+      cpu::detail::store_word<std::uint16_t>(p, static_cast<std::uint16_t>(i));
+    if (width == 4)
+      cpu::detail::store_word<std::uint32_t>(p, static_cast<std::uint32_t>(i));
   }
   static std::uint64_t load_index(const unsigned char* p, unsigned width) {
-    if (width == 1) return p[0];
-    if (width == 2) return cpu::detail::load_word<std::uint16_t>(p);
+    if (width == 1)
+      return p[0];
+    if (width == 2)
+      return cpu::detail::load_word<std::uint16_t>(p);
     return cpu::detail::load_word<std::uint32_t>(p);
   }
   static void store_value(unsigned char* p, std::uint64_t vb, std::uint32_t code) {
@@ -204,7 +212,8 @@ private:
       const unsigned char* idx = body + r * ib;
       if (top_k::uses_bitmap(d, k)) {
         std::uint64_t pop = 0;
-        for (std::uint64_t b = 0; b < ib; ++b) pop += static_cast<unsigned>(std::popcount(idx[b]));
+        for (std::uint64_t b = 0; b < ib; ++b)
+          pop += static_cast<unsigned>(std::popcount(idx[b]));
         const unsigned tail = static_cast<unsigned>(d % 8);
         const bool stray = tail != 0 && (idx[ib - 1] >> tail) != 0;
         COMMPRESS_EXPECTS(pop == k && !stray, errc::corrupt, "top_k",
@@ -246,7 +255,8 @@ private:
           for (unsigned bits = idx[b]; bits != 0; bits &= bits - 1)
             emit(8 * b + static_cast<unsigned>(std::countr_zero(bits)));
       } else {
-        for (std::uint64_t m = 0; m < k; ++m) emit(load_index(idx + m * width, width));
+        for (std::uint64_t m = 0; m < k; ++m)
+          emit(load_index(idx + m * width, width));
       }
     }
   }

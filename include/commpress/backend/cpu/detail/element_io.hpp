@@ -16,15 +16,13 @@ namespace commpress::cpu::detail {
 static_assert(std::endian::native == std::endian::little,
               "commpress: the CPU backend assumes a little-endian host");
 
-template <class U>
-inline U load_word(const unsigned char* p) {
+template <class U> inline U load_word(const unsigned char* p) {
   U v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 
-template <class U>
-inline void store_word(unsigned char* p, U v) {
+template <class U> inline void store_word(unsigned char* p, U v) {
   std::memcpy(p, &v, sizeof v);
 }
 
