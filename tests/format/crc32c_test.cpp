@@ -36,6 +36,28 @@ TEST_SUITE("format") {
       CHECK(cpd::crc32c_update(cpd::crc32c(b.data(), cut), b.data() + cut, b.size() - cut) ==
             whole);
   }
+
+  TEST_CASE("crc32c: combine joins the CRCs of two pieces hashed separately") {
+    std::vector<unsigned char> b(200000);
+    for (std::size_t i = 0; i < b.size(); ++i)
+      b[i] = static_cast<unsigned char>((i * 2654435761u) >> 13);
+    for (std::size_t total : {0u, 1u, 9u, 67u, 4096u, 65537u, 200000u}) {
+      const std::uint32_t whole = cpd::crc32c(b.data(), total);
+      for (std::size_t cut : {std::size_t{0}, total / 3, total / 2, total - (total > 0)}) {
+        const std::uint32_t a = cpd::crc32c(b.data(), cut);
+        const std::uint32_t c = cpd::crc32c(b.data() + cut, total - cut);
+        CHECK(cpd::crc32c_combine(a, c, total - cut) == whole);
+      }
+    }
+    // A length with high bits set uses the whole table of powers: combining with a run of zero
+    // bytes hashed the long way must agree with the O(log n) shift.
+    std::vector<unsigned char> zeros(1u << 20);
+    const std::uint32_t a = cpd::crc32c(b.data(), 100);
+    const std::uint32_t z = cpd::crc32c(zeros.data(), zeros.size());
+    CHECK(cpd::crc32c_combine(a, z, zeros.size()) ==
+          cpd::crc32c_update(a, zeros.data(), zeros.size()));
+    static_assert(cpd::crc32c_combine(0x12345678u, 0u, 0) == 0x12345678u);
+  }
 }
 
 TEST_CASE("crc32c: the portable tables agree with the dispatched implementation") {

@@ -108,6 +108,45 @@ inline std::uint32_t crc32c(const void* data, std::size_t n) {
   return crc32c_update(0, data, n);
 }
 
+/// a * b modulo the CRC32C polynomial, both in the CRC's reflected bit order (bit 31 is x^0),
+/// as zlib's multmodp.
+constexpr std::uint32_t crc32c_multmodp(std::uint32_t a, std::uint32_t b) {
+  std::uint32_t m = 1u << 31;
+  std::uint32_t p = 0;
+  for (;;) {
+    if ((a & m) != 0) {
+      p ^= b;
+      if ((a & (m - 1)) == 0)
+        break;
+    }
+    m >>= 1;
+    b = (b & 1u) != 0 ? (b >> 1) ^ crc32c_polynomial : b >> 1;
+  }
+  return p;
+}
+
+/// x^(2^k) modulo the polynomial for k = 0..66: enough to raise x to any 8 * (64-bit length).
+inline constexpr auto crc32c_x2k = [] {
+  std::array<std::uint32_t, 67> t{};
+  t[0] = 1u << 30; // x^1
+  for (std::size_t k = 1; k < t.size(); ++k)
+    t[k] = crc32c_multmodp(t[k - 1], t[k - 1]);
+  return t;
+}();
+
+/// The CRC32C of a ++ b from crc32c(a), crc32c(b) and the length of b (zlib's crc32_combine):
+/// the pre- and post-inversions cancel, so crc(a) is shifted over len_b zero bytes, which is a
+/// multiplication by x^(8 len_b), and added to crc(b). Lets a checksum be finished from pieces
+/// hashed out of order (format/body_checksum.hpp). O(log len_b).
+constexpr std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b,
+                                       std::uint64_t len_b) {
+  std::uint32_t shift = 1u << 31; // x^0
+  for (std::size_t k = 3; len_b != 0; len_b >>= 1, ++k)
+    if ((len_b & 1u) != 0)
+      shift = crc32c_multmodp(crc32c_x2k[k], shift);
+  return crc32c_multmodp(shift, crc_a) ^ crc_b;
+}
+
 #if defined(COMMPRESS_CRC32C_X86)
 __attribute__((target("sse4.2"))) inline void crc32c_sse42_x3(const unsigned char* a,
                                                               const unsigned char* b,

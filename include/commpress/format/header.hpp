@@ -5,6 +5,7 @@
 /// @file
 /// The 64-byte payload header, its checksum and its validation (docs/wire-format.md).
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -100,40 +101,54 @@ inline payload_header read_header(const std::byte* in) {
   return h;
 }
 
-/// @brief The payload checksum: CRC32C of header bytes 0..59 followed by the little-endian
-/// CRC32C of each 64 KiB chunk of the body (the last chunk may be shorter).
-inline std::uint32_t payload_checksum(const std::byte* header, const std::byte* body,
-                                      std::size_t body_bytes) {
-  std::uint32_t crc = commpress::detail::crc32c(header, crc_offset);
-  std::size_t off = 0;
+/// Continues `crc` over the little-endian CRC32C of each body chunk in [first, last) (the
+/// last chunk of the body may be shorter than checksum_chunk_bytes).
+inline std::uint32_t chain_chunk_crcs(std::uint32_t crc, const std::byte* body,
+                                      std::size_t body_bytes, std::size_t first, std::size_t last) {
+  const auto add = [&crc](std::uint32_t chunk_crc) {
+    unsigned char le[4];
+    detail::store_le<std::uint32_t>(le, chunk_crc);
+    crc = commpress::detail::crc32c_update(crc, le, 4);
+  };
+  std::size_t off = first * checksum_chunk_bytes;
+  const std::size_t end = std::min(last * checksum_chunk_bytes, body_bytes);
   // Chunks are independent: three at a time keep three CRC chains in flight.
-  for (; off + 3 * checksum_chunk_bytes <= body_bytes; off += 3 * checksum_chunk_bytes) {
+  for (; off + 3 * checksum_chunk_bytes <= end; off += 3 * checksum_chunk_bytes) {
     std::uint32_t three[3];
     commpress::detail::crc32c_x3(body + off, body + off + checksum_chunk_bytes,
                                  body + off + 2 * checksum_chunk_bytes, checksum_chunk_bytes,
                                  three);
-    for (std::uint32_t c : three) {
-      unsigned char le[4];
-      detail::store_le<std::uint32_t>(le, c);
-      crc = commpress::detail::crc32c_update(crc, le, 4);
-    }
+    for (std::uint32_t c : three)
+      add(c);
   }
-  for (; off < body_bytes; off += checksum_chunk_bytes) {
-    const std::size_t len =
-        body_bytes - off < checksum_chunk_bytes ? body_bytes - off : checksum_chunk_bytes;
-    unsigned char le[4];
-    detail::store_le<std::uint32_t>(le, commpress::detail::crc32c(body + off, len));
-    crc = commpress::detail::crc32c_update(crc, le, 4);
-  }
+  for (; off < end; off += checksum_chunk_bytes)
+    add(commpress::detail::crc32c(body + off, std::min(end - off, checksum_chunk_bytes)));
   return crc;
+}
+
+/// Chunks of a body of `body_bytes` bytes.
+constexpr std::size_t checksum_chunks(std::size_t body_bytes) {
+  return (body_bytes + checksum_chunk_bytes - 1) / checksum_chunk_bytes;
+}
+
+/// @brief The payload checksum: CRC32C of header bytes 0..59 followed by the little-endian
+/// CRC32C of each 64 KiB chunk of the body (the last chunk may be shorter).
+inline std::uint32_t payload_checksum(const std::byte* header, const std::byte* body,
+                                      std::size_t body_bytes) {
+  return chain_chunk_crcs(commpress::detail::crc32c(header, crc_offset), body, body_bytes, 0,
+                          checksum_chunks(body_bytes));
+}
+
+/// @brief Stores a payload checksum at bytes 60..63.
+inline void store_checksum(std::span<std::byte> payload, std::uint32_t crc) {
+  detail::store_le<std::uint32_t>(reinterpret_cast<unsigned char*>(payload.data()) + crc_offset,
+                                  crc);
 }
 
 /// @brief Computes the checksum of a complete payload and stores it at bytes 60..63.
 inline void seal(std::span<std::byte> payload, std::size_t body_bytes) {
-  const std::uint32_t crc =
-      payload_checksum(payload.data(), payload.data() + header_bytes, body_bytes);
-  detail::store_le<std::uint32_t>(reinterpret_cast<unsigned char*>(payload.data()) + crc_offset,
-                                  crc);
+  store_checksum(payload,
+                 payload_checksum(payload.data(), payload.data() + header_bytes, body_bytes));
 }
 
 /// @brief Checks that `payload` is an intact commpress payload of any codec and returns its
