@@ -12,6 +12,10 @@ separated by ';', e.g. `kernel/copy<=0.80` or `nth_element/kernel>=15`. Rows who
 
 A benchmark in a later file replaces the one of the same name in an earlier file (rerun rows).
 
+`floor/copy` is the row's traffic floor (the bytes the kernel must move, streamed with nothing
+computed; `floor_ref` in the benchmark) over the copy: a goal below it is below this machine's
+memory roofline.
+
 Exit status 0 always: the table is a report, not a gate (the 2-vCPU VM is too noisy, perf.md C3).
 """
 
@@ -77,14 +81,18 @@ def main(argv):
     print(f"# host {context.get('host_name', '?')}, {context.get('num_cpus', '?')} CPUs, "
           f"{context.get('mhz_per_cpu', '?')} MHz; {context.get('page_policy', '?')}; "
           f"n = {context.get('elements', '?')}")
-    header = ["operation", "kernel ns/elt", "copy ns/elt", "ratio", "measured", "goal", "pass"]
+    header = ["operation", "kernel ns/elt", "copy ns/elt", "floor/copy", "ratio", "measured",
+              "goal", "pass"]
     lines = []
     for name, group in rows_of(benches).items():
         kernel, copy, checks = evaluate(group)
+        floor = statistics.median(b["floor_ns"] / b["copy_ns"] for b in group) \
+            if all("floor_ns" in b and "copy_ns" in b for b in group) else None
         seeds = f" (median of {len(group)} seeds)" if len(group) > 1 else ""
         for i, (what, ratio, goal, ok) in enumerate(checks or [("-", float("nan"), "-", True)]):
             lines.append([name + seeds if i == 0 else "", f"{kernel:.3f}" if i == 0 else "",
-                          f"{copy:.3f}" if (copy is not None and i == 0) else "", what,
+                          f"{copy:.3f}" if (copy is not None and i == 0) else "",
+                          f"{floor:.2f}" if (floor is not None and i == 0) else "", what,
                           f"{ratio:.2f}", goal, "PASS" if ok else "FAIL"])
     if markdown:
         print("| " + " | ".join(header) + " |")

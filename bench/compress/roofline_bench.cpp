@@ -26,6 +26,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "common/buffers.hpp"
 #include "common/interleave.hpp"
 #include "commpress/backend/cpu/quantize.hpp"
@@ -50,7 +54,87 @@ std::size_t elements() {
 }
 
 // Scratch slots: each benchmark re-requests what it needs, so sizes only grow.
-enum slot : int { copy_out = 0, payload = 1, workspace = 2, decoded = 3, keys = 4, accum = 5 };
+enum slot : int {
+  copy_out = 0,
+  payload = 1,
+  workspace = 2,
+  decoded = 3,
+  keys = 4,
+  accum = 5,
+  floor_out = 6,
+  floor_update = 7,
+};
+
+/// Streams `lines` 64-byte lines of src (`passes` times over its first lines / passes), and
+/// for every four of them the proportional share of non-temporal stores to dst and in-place
+/// updates of rmw, whose line counts are precomputed in 16.16 fixed point (no division in the
+/// loop). Four independent accumulators keep the loads in flight. Not inlined, so that the
+/// compiler keeps everything in registers.
+[[gnu::noinline]] void stream_floor(const std::byte* src, std::size_t lines, unsigned passes,
+                                    std::byte* dst, std::size_t write, std::byte* rmw,
+                                    std::size_t update) {
+  const std::size_t per_pass = lines / passes;
+  const std::size_t quads = lines / 4;
+  const std::uint64_t w_per = (write / 64 << 16) / (quads == 0 ? 1 : quads);
+  const std::uint64_t u_per = (update / 64 << 16) / (quads == 0 ? 1 : quads);
+  std::uint64_t w_acc = 0, u_acc = 0;
+#if defined(__AVX512F__)
+  __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+  for (std::size_t q = 0; q < quads; ++q) {
+    const std::size_t l = 4 * q < per_pass ? 4 * q : 4 * q - per_pass;
+    const std::byte* p = src + 64 * l;
+    a = _mm512_xor_si512(a, _mm512_loadu_si512(p));
+    b = _mm512_xor_si512(b, _mm512_loadu_si512(p + 64));
+    c = _mm512_xor_si512(c, _mm512_loadu_si512(p + 128));
+    d = _mm512_xor_si512(d, _mm512_loadu_si512(p + 192));
+    for (w_acc += w_per; w_acc >= 1u << 16; w_acc -= 1u << 16, dst += 64)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(dst), a);
+    for (u_acc += u_per; u_acc >= 1u << 16; u_acc -= 1u << 16, rmw += 64) {
+      auto* r = reinterpret_cast<__m512i*>(rmw);
+      _mm512_store_si512(r, _mm512_add_epi32(_mm512_load_si512(r), b));
+    }
+  }
+  _mm_sfence();
+  a = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
+  benchmark::DoNotOptimize(a);
+#else // no streaming stores: plain word loops, an upper bound of the floor
+  std::uint64_t acc = 0;
+  for (std::size_t q = 0; q < quads; ++q) {
+    const std::size_t l = 4 * q < per_pass ? 4 * q : 4 * q - per_pass;
+    for (unsigned k = 0; k < 32; ++k) {
+      std::uint64_t v;
+      std::memcpy(&v, src + 64 * l + 8 * k, 8);
+      acc ^= v;
+    }
+    for (w_acc += w_per; w_acc >= 1u << 16; w_acc -= 1u << 16, dst += 64)
+      for (unsigned k = 0; k < 8; ++k)
+        std::memcpy(dst + 8 * k, &acc, 8);
+    for (u_acc += u_per; u_acc >= 1u << 16; u_acc -= 1u << 16, rmw += 64)
+      for (unsigned k = 0; k < 8; ++k) {
+        std::uint64_t v;
+        std::memcpy(&v, rmw + 8 * k, 8);
+        v += acc;
+        std::memcpy(rmw + 8 * k, &v, 8);
+      }
+  }
+  benchmark::DoNotOptimize(acc);
+#endif
+}
+
+/// The traffic floor of a kernel: the bytes it must move, with nothing computed. The kernel's
+/// own input `source` streams in `passes` (1 or 2) times, `write` bytes stream out with
+/// non-temporal stores (no read for ownership), and `update` bytes are read and written back in
+/// place, interleaved as a kernel interleaves them. A kernel at its floor is at this machine's
+/// memory roofline.
+timed floor_ref(std::span<const std::byte> source, unsigned passes, std::size_t write,
+                std::size_t update) {
+  auto out = scratch(floor_out, write + 256);
+  auto upd = scratch(floor_update, update + 256);
+  return {"floor", [source, passes, out, upd, write, update] {
+            stream_floor(source.data(), passes * (source.size() / 64), passes, out.data(), write,
+                         upd.data(), update);
+          }};
+}
 
 /// The same-process reference: an fp32 copy of the input (memcpy, as a user would write it).
 timed copy_ref(std::span<const float> x) {
@@ -113,7 +197,9 @@ void register_all() {
   for (auto [name, to] : {std::pair{"cast/bf16", cp::dtype::bf16}, {"cast/f16", cp::dtype::f16}})
     add(name, "kernel/copy<=0.85", 15, [n, to = to](benchmark::State& s) {
       const auto x = gaussian_input(n);
-      run_interleaved(s, n, {encode_fn("kernel", cp::cast{.to = to}, x), copy_ref(x)});
+      run_interleaved(s, n,
+                      {encode_fn("kernel", cp::cast{.to = to}, x), copy_ref(x),
+                       floor_ref(std::as_bytes(x), 1, 2 * n, 0)});
     });
 
   // --- quantize, nearest and stochastic ----------------------------------------------------------
@@ -134,9 +220,13 @@ void register_all() {
     cp::quantize stochastic = nearest;
     stochastic.round = cp::rounding::stochastic;
     const std::string base = "quantize/" + std::to_string(r.bits) + "bit/" + r.tag;
-    add(base + "/nearest", "kernel/copy<=0.80", 15, [n, nearest](benchmark::State& s) {
+    // A per-tensor scale needs the whole tensor before the first code: two passes over x.
+    const unsigned passes = r.gran == cp::scale_granularity::tensor ? 2 : 1;
+    add(base + "/nearest", "kernel/copy<=0.80", 15, [n, nearest, passes](benchmark::State& s) {
       const auto x = gaussian_input(n);
-      run_interleaved(s, n, {encode_fn("kernel", nearest, x), copy_ref(x)});
+      run_interleaved(s, n,
+                      {encode_fn("kernel", nearest, x), copy_ref(x),
+                       floor_ref(std::as_bytes(x), passes, nearest.body_bytes(n), 0)});
     });
     add(base + "/stochastic", "kernel/nearest<=1.5", 11,
         [n, nearest, stochastic](benchmark::State& s) {
@@ -162,9 +252,11 @@ void register_all() {
     add(base + "/decode", "kernel/copy<=1.0", 15, [n, q, payload_of](benchmark::State& s) {
       const auto p = payload_of();
       auto out = scratch_floats(decoded, n);
+      // The payload is read twice: validated (checksum) before anything is written.
       run_interleaved(s, n,
                       {{"kernel", [q, p, out] { cp::decode(cp::cpu::seq, q, p, out); }},
-                       copy_ref(gaussian_input(n))});
+                       copy_ref(gaussian_input(n)),
+                       floor_ref(p, 2, 4 * n, 0)});
     });
     add(base + "/decode_accumulate", "kernel/copy<=1.0", 15,
         [n, q, payload_of](benchmark::State& s) {
@@ -174,14 +266,16 @@ void register_all() {
           run_interleaved(
               s, n,
               {{"kernel", [q, p, acc] { cp::decode_accumulate(cp::cpu::seq, q, p, acc, 0.5f); }},
-               copy_ref(gaussian_input(n))});
+               copy_ref(gaussian_input(n)),
+               floor_ref(p, 2, 0, 4 * n)});
         });
   }
 
   // --- fused feedback + 4-bit quantize (pipeline API) ------------------------------------------
   const cp::quantize q4{.bits = 4, .granularity = cp::scale_granularity::block, .group = 1024};
-  const auto feedback_row = [n](const std::string& name, auto pipe) {
-    add(name, "kernel/copy<=1.8", 11, [n, pipe](benchmark::State& s) {
+  // Reads g, reads and writes the error state (`state` bytes per element), writes the payload.
+  const auto feedback_row = [n](const std::string& name, auto pipe, std::size_t state) {
+    add(name, "kernel/copy<=1.8", 11, [n, pipe, state](benchmark::State& s) {
       const auto g = gaussian_input(n);
       auto st = std::make_shared<decltype(pipe.make_state(n))>(pipe.make_state(n));
       auto out = scratch(payload, pipe.max_payload_bytes(n));
@@ -193,24 +287,29 @@ void register_all() {
                           const cp::context ctx{.seed = 1, .step = (*step)++, .tensor_id = 3};
                           cp::encode(cp::cpu::seq, pipe, *st, ctx, g, out, ws);
                         }},
-                       copy_ref(g)});
+                       copy_ref(g),
+                       floor_ref(std::as_bytes(g), 1, pipe.max_payload_bytes(n), state * n)});
     });
   };
-  feedback_row("feedback/ef+q4/block1024", cp::pipeline<cp::ef, cp::quantize>{{}, q4});
+  feedback_row("feedback/ef+q4/block1024", cp::pipeline<cp::ef, cp::quantize>{{}, q4}, 4);
   feedback_row("feedback/loco_f32+q4/block1024",
-               cp::pipeline<cp::loco<cp::store_f32>, cp::quantize>{{.reset_every = 0}, q4});
+               cp::pipeline<cp::loco<cp::store_f32>, cp::quantize>{{.reset_every = 0}, q4}, 4);
   feedback_row("feedback/loco_int8+q4/block1024",
-               cp::pipeline<cp::loco<cp::store_int8>, cp::quantize>{{.reset_every = 0}, q4});
+               cp::pipeline<cp::loco<cp::store_int8>, cp::quantize>{{.reset_every = 0}, q4}, 1);
 
   // --- sign + scale ------------------------------------------------------------------------------
   add("sign/tensor/mean_abs", "kernel/copy<=0.7", 15, [n](benchmark::State& s) {
     const auto x = gaussian_input(n);
-    run_interleaved(s, n, {encode_fn("kernel", cp::sign{}, x), copy_ref(x), read_ref(x)});
+    run_interleaved(s, n,
+                    {encode_fn("kernel", cp::sign{}, x), copy_ref(x), read_ref(x),
+                     floor_ref(std::as_bytes(x), 1, cp::sign{}.body_bytes(n), 0)});
   });
   add("sign/block1024/mean_abs", "kernel/copy<=0.7", 15, [n](benchmark::State& s) {
     const auto x = gaussian_input(n);
     const cp::sign c{.granularity = cp::sign_granularity::block, .block = 1024};
-    run_interleaved(s, n, {encode_fn("kernel", c, x), copy_ref(x), read_ref(x)});
+    run_interleaved(s, n,
+                    {encode_fn("kernel", c, x), copy_ref(x), read_ref(x),
+                     floor_ref(std::as_bytes(x), 1, c.body_bytes(n), 0)});
   });
 
   // --- exact top-k vs std::nth_element on the same |x| ----------------------------------------
@@ -233,7 +332,8 @@ void register_all() {
                   a[i] = cp::detail::abs(x[i]);
               }},
              copy_ref(x),
-             read_ref(x)});
+             read_ref(x),
+             floor_ref(std::as_bytes(x), 1, c.body_bytes(n), 0)});
       });
     }
   }

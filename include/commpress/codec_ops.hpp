@@ -21,6 +21,7 @@
 #include "commpress/core/dtype.hpp"
 #include "commpress/core/error.hpp"
 #include "commpress/core/math.hpp"
+#include "commpress/format/body_checksum.hpp"
 #include "commpress/format/header.hpp"
 
 namespace commpress {
@@ -35,6 +36,16 @@ template <class Codec, class Policy>
 concept has_custom_roundtrip = requires(const Policy& p, const Codec& c, const context& ctx,
                                         std::span<float> x, std::span<std::byte> ws) {
   { codec_impl<Codec, Policy>::roundtrip(p, c, ctx, x, ws) } -> std::same_as<std::size_t>;
+};
+
+/// Codecs that hash their body while they write it (format/body_checksum.hpp): encode_body
+/// takes the checksum, and ordered_body_from says where the in-order part of the body starts.
+template <class Impl, class Policy, class Codec, class T>
+concept hashes_body = requires(const Policy& p, const Codec& c, const context& ctx,
+                               std::span<const T> in, unsigned char* body, std::span<std::byte> ws,
+                               format::body_checksum& sum) {
+  { Impl::ordered_body_from(c, std::uint64_t{}) } -> std::same_as<std::size_t>;
+  { Impl::encode_body(p, c, ctx, in, body, ws, sum) } -> std::same_as<std::size_t>;
 };
 
 /// Number of NaN/Inf elements in `in`.
@@ -88,7 +99,6 @@ encode_result encode(const Policy& policy, const C& c, const context& ctx, std::
                       std::to_string(bad) + " NaN/Inf input elements");
   }
   auto* body_ptr = reinterpret_cast<unsigned char*>(out.data() + format::header_bytes);
-  const std::size_t nonfinite = impl::encode_body(policy, c, ctx, in, body_ptr, workspace);
   payload_header h;
   h.codec = C::id;
   h.element = dtype_of_v<T>;
@@ -99,7 +109,16 @@ encode_result encode(const Policy& policy, const C& c, const context& ctx, std::
   h.tensor_id = ctx.tensor_id;
   h.params = c.params();
   format::write_header(h, out.data());
-  format::seal(out, body);
+  std::size_t nonfinite = 0;
+  if constexpr (detail::hashes_body<impl, Policy, C, T>) {
+    format::body_checksum sum(out.data() + format::header_bytes, body,
+                              impl::ordered_body_from(c, n));
+    nonfinite = impl::encode_body(policy, c, ctx, in, body_ptr, workspace, sum);
+    format::store_checksum(out, sum.finish(out.data()));
+  } else {
+    nonfinite = impl::encode_body(policy, c, ctx, in, body_ptr, workspace);
+    format::seal(out, body);
+  }
   return {static_cast<std::size_t>(format::header_bytes + body), nonfinite};
 }
 

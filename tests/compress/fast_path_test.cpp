@@ -134,6 +134,57 @@ TEST_SUITE("compress") {
     }
   }
 
+  TEST_CASE("quantize and cast: outputs large enough for streaming stores, and bodies of many "
+            "checksum chunks, equal the per-element definition") {
+    // Above cpu::detail::streaming_store_min_bytes of fp32 output, with a short last block.
+    const std::size_t n = cp::cpu::detail::streaming_store_min_bytes / 4 + 3 * 1024 + 40;
+    const std::vector<float> x = sample(n, 5);
+    // A 64-byte aligned output, as the streaming path needs (and one 4 bytes off, which is not).
+    std::vector<float> storage(n + 32);
+    float* aligned = storage.data();
+    while (reinterpret_cast<std::uintptr_t>(aligned) % 64 != 0)
+      ++aligned;
+    for (std::size_t offset : {0u, 1u}) {
+      const std::span<float> out(aligned + offset, n);
+      for (unsigned bits : {2u, 4u, 8u})
+        for (std::uint32_t group : {0u, 1024u}) {
+          CAPTURE(offset);
+          CAPTURE(bits);
+          CAPTURE(group);
+          const cp::quantize q{.bits = bits,
+                               .granularity = group == 0 ? cp::scale_granularity::tensor
+                                                         : cp::scale_granularity::block,
+                               .group = group};
+          const auto payload = encode_all(q, {}, x); // decode validates the streamed checksum
+          cp::decode(cp::cpu::seq, q, payload, out);
+          const std::size_t len = group == 0 ? n : group;
+          const std::size_t groups = (n + len - 1) / len;
+          const unsigned char* body = body_of(payload);
+          std::size_t mismatches = 0;
+          for (std::size_t i = 0; i < n; ++i) {
+            float scale;
+            std::memcpy(&scale, body + 4 * (i / len), 4);
+            const float v = cp::quantize::decode_value(
+                q.range, bits, cp::detail::unpack_one(body + 4 * groups, i, bits), {scale, 0.0f});
+            mismatches += std::memcmp(&out[i], &v, 4) != 0 ? 1u : 0u;
+          }
+          CHECK(mismatches == 0);
+        }
+    }
+    for (auto to : {cp::dtype::bf16, cp::dtype::f16}) {
+      const cp::cast c{.to = to};
+      const auto payload = encode_all(c, {}, x);
+      CHECK_NOTHROW(cp::format::validate_envelope(payload));
+      std::size_t mismatches = 0;
+      for (std::size_t i = 0; i < n; i += 7) {
+        std::uint16_t code;
+        std::memcpy(&code, body_of(payload) + 2 * i, 2);
+        mismatches += code != c.encode_value(x[i]) ? 1u : 0u;
+      }
+      CHECK(mismatches == 0);
+    }
+  }
+
   TEST_CASE("top_k: long rows keep the k largest magnitudes, lower index first on ties, for "
             "heavy ties, many zeros, skewed halves and NaN/Inf") {
     const std::size_t n = std::size_t{1} << 18; // above sampled_top_k_min_row

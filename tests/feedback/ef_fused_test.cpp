@@ -6,6 +6,7 @@
 // residual, bit for bit, over several steps, with NaN/Inf and overflowing sums in some blocks.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +14,8 @@
 #include <limits>
 #include <vector>
 
+#include "commpress/feedback/ef.hpp"
+#include "commpress/feedback/loco.hpp"
 #include "commpress/pipeline/pipeline.hpp"
 
 namespace cp = commpress;
@@ -74,5 +77,66 @@ TEST_SUITE("feedback") {
             }
             CHECK(mismatches == 0);
           }
+  }
+
+  TEST_CASE("loco: the fused quantize step (fp32 state) writes the payload and error of the "
+            "unfused sequence, resets included") {
+    const std::size_t n = 3 * 1024 + 12;
+    for (float beta : {0.0f, 0.8f})
+      for (auto round : {cp::rounding::nearest, cp::rounding::stochastic})
+        for (auto policy :
+             {cp::nonfinite_policy::propagate, cp::nonfinite_policy::zero_and_count}) {
+          CAPTURE(beta);
+          const cp::quantize q{.bits = 4, .group = 1024, .round = round};
+          const cp::loco<cp::store_f32> f{.beta = beta, .reset_every = 3};
+          const cp::pipeline<cp::loco<cp::store_f32>, cp::quantize> pipe{f, q};
+          auto st = pipe.make_state(n);
+          std::vector<float> e_ref(n, 0.0f), e(n);
+          std::vector<std::byte> out(pipe.max_payload_bytes(n)), ws(pipe.workspace_bytes(n));
+          std::vector<std::byte> ref(cp::max_payload_bytes(q, n));
+          std::size_t mismatches = 0;
+          for (std::uint64_t step = 0; step < 5; ++step) {
+            std::vector<float> g(n);
+            for (std::size_t i = 0; i < n; ++i)
+              g[i] =
+                  (cp::uniform_from_bits(cp::random_u32(cp::make_rng_key(5, 2), step, i)) - 0.5f) *
+                  static_cast<float>(1 + i % 29);
+            g[7] = std::numeric_limits<float>::quiet_NaN();
+            g[2 * 1024 + 5] = 3.0e38f; // overflows h once e holds an error
+            g[2 * 1024 + 6] = 3.0e38f;
+            const cp::context ctx{.seed = 4, .step = step, .tensor_id = 1, .on_nonfinite = policy};
+            const auto r = cp::encode(cp::cpu::seq, pipe, st, ctx, std::span<const float>(g),
+                                      std::span(out), std::span(ws));
+            // The unfused definition (feedback/loco.hpp).
+            std::vector<float> h(n);
+            std::size_t bad = 0;
+            for (std::size_t i = 0; i < n; ++i)
+              h[i] = cp::detail::add_rn(cp::detail::screen(g[i], policy, bad), e_ref[i]);
+            cp::encode(cp::cpu::seq, q, ctx, std::span<const float>(h), std::span(ref));
+            cp::decode_accumulate(cp::cpu::seq, q, ref, std::span<float>(h), -1.0f);
+            std::size_t held = 0;
+            const float take = cp::detail::sub_rn(1.0f, beta);
+            for (std::size_t i = 0; i < n; ++i) {
+              const float v = beta == 0.0f ? h[i]
+                                           : cp::detail::add_rn(cp::detail::mul_rn(beta, e_ref[i]),
+                                                                cp::detail::mul_rn(take, h[i]));
+              if (std::isfinite(h[i]) && std::isfinite(v)) {
+                e_ref[i] = v;
+              } else {
+                ++held;
+              }
+            }
+            if ((step + 1) % 3 == 0)
+              std::fill(e_ref.begin(), e_ref.end(), 0.0f);
+            CHECK(r.bytes == ref.size());
+            CHECK(std::memcmp(out.data(), ref.data(), ref.size()) == 0);
+            CHECK(r.nonfinite == bad);
+            CHECK(r.held == held);
+            st.error(e);
+            for (std::size_t i = 0; i < n; ++i)
+              mismatches += std::memcmp(&e[i], &e_ref[i], 4) != 0 ? 1u : 0u;
+          }
+          CHECK(mismatches == 0);
+        }
   }
 }

@@ -15,6 +15,7 @@
 #include "commpress/codec_ops.hpp"
 #include "commpress/core/state_blob.hpp"
 #include "commpress/feedback/feedback.hpp"
+#include "commpress/feedback/fused_quantize.hpp"
 
 namespace commpress {
 
@@ -89,35 +90,10 @@ template <> struct feedback_ops<ef> {
     scratch s(ws);
     std::span<float> h = s.floats(n);
     std::span<float> e = st.residual();
-    if constexpr (std::is_same_v<C, quantize> && std::is_same_v<T, float> &&
-                  std::is_same_v<Policy, cpu::seq_t>) {
-      // Symmetric block quantizers: the whole step in one pass over g and e, the same bytes
-      // and residual as the sequence below (issue 7: 12.5 instead of ~33 bytes per element).
-      using impl = codec_impl<quantize, cpu::seq_t>;
-      if (ctx.on_nonfinite != nonfinite_policy::fail && impl::can_fuse_feedback(c)) {
-        check_can_implement(c, n);
-        const std::uint64_t body = c.body_bytes(n);
-        COMMPRESS_EXPECTS(
-            out.size() >= format::header_bytes + body, errc::buffer_too_small, "encode",
-            "output holds " + std::to_string(out.size()) + " bytes, the payload needs " +
-                std::to_string(format::header_bytes + body));
-        std::size_t held = 0;
-        auto* body_ptr = reinterpret_cast<unsigned char*>(out.data() + format::header_bytes);
-        const std::size_t bad = impl::encode_ef(c, ctx, in.data(), e.data(), n, body_ptr, held);
-        payload_header hd;
-        hd.codec = quantize::id;
-        hd.element = dtype::f32;
-        hd.count = n;
-        hd.body_bytes = body;
-        hd.seed = ctx.seed;
-        hd.step = ctx.step;
-        hd.tensor_id = ctx.tensor_id;
-        hd.params = c.params();
-        format::write_header(hd, out.data());
-        format::seal(out, body);
-        return {static_cast<std::size_t>(format::header_bytes + body), bad, held};
-      }
-    }
+    // Symmetric block quantizers: the whole step in one pass over g and e (issue 7).
+    if (const auto fused = fused_quantize_step(p, c, ctx, in, e, out,
+                                               codec_impl<quantize, cpu::seq_t>::ef_update{}))
+      return *fused;
     std::size_t bad = 0;
     for (std::size_t i = 0; i < n; ++i)
       h[i] = add_rn(screen(to_float(in[i]), ctx.on_nonfinite, bad), e[i]);

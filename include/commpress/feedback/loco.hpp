@@ -13,6 +13,7 @@
 #include "commpress/codec_ops.hpp"
 #include "commpress/core/state_blob.hpp"
 #include "commpress/feedback/feedback.hpp"
+#include "commpress/feedback/fused_quantize.hpp"
 #include "commpress/feedback/storage.hpp"
 
 namespace commpress {
@@ -116,6 +117,27 @@ template <class Storage> struct feedback_ops<loco<Storage>> {
     const status ok = f.can_implement(n);
     COMMPRESS_EXPECTS(ok, ok.code, "loco", ok.message);
     check_fail_policy(ctx, in, "loco");
+    const float keep = f.beta;
+    const float take = sub_rn(1.0f, f.beta);
+    const auto finish = [&](step_result r) {
+      if (f.reset_every != 0 && (ctx.step + 1) % f.reset_every == 0)
+        drop(st);
+      return r;
+    };
+    if constexpr (std::is_same_v<Storage, store_f32>) {
+      // fp32 state with a symmetric block quantizer: one pass over g and e (issue 7), updating
+      // the stored error in place with the rule below.
+      const auto update = [keep, take](float fresh, float& e) {
+        if (!is_finite(fresh))
+          return true;
+        const float v = keep == 0.0f ? fresh : add_rn(mul_rn(keep, e), mul_rn(take, fresh));
+        const bool ok = is_finite(v);
+        e = ok ? v : e;
+        return !ok;
+      };
+      if (const auto fused = fused_quantize_step(p, c, ctx, in, st.storage().values(), out, update))
+        return finish(*fused);
+    }
     scratch s(ws);
     std::span<float> e = s.floats(n);
     std::span<float> h = s.floats(n);
@@ -126,8 +148,6 @@ template <class Storage> struct feedback_ops<loco<Storage>> {
     const encode_result r = commpress::encode(p, c, ctx, std::span<const float>(h), out, s.rest());
     commpress::decode_accumulate(p, c, std::span<const std::byte>(out.first(r.bytes)), h, -1.0f);
     // h now holds the fresh compression error h - deQ(q).
-    const float keep = f.beta;
-    const float take = sub_rn(1.0f, f.beta);
     std::size_t held = 0;
     for (std::size_t i = 0; i < n; ++i) {
       if (!is_finite(h[i])) {
@@ -142,12 +162,8 @@ template <class Storage> struct feedback_ops<loco<Storage>> {
         ++held;
       }
     }
-    if (f.reset_every != 0 && (ctx.step + 1) % f.reset_every == 0) {
-      drop(st);
-    } else {
-      st.storage().store_row(0, e.data());
-    }
-    return {r.bytes, bad, held};
+    st.storage().store_row(0, e.data());
+    return finish({r.bytes, bad, held});
   }
 
   template <class Policy, codec C, element T>

@@ -76,6 +76,11 @@ public:
   /// Per-block scales (store_int only): the storage step of each block.
   [[nodiscard]] std::span<const float> scales() const noexcept { return scales_; }
 
+  /// store_f32's values in place, rows one after another (fused feedback updates, issue 7).
+  [[nodiscard]] std::span<float> values() noexcept requires std::same_as<S, store_f32> {
+    return data_;
+  }
+
   /// Writes row r as floats into out[0..row_length).
   void load_row(std::uint64_t r, float* out) const {
     const word* w = data_.data() + r * words_per_row(len_);

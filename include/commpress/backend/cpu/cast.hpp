@@ -7,6 +7,7 @@
 /// detail/kernels.hpp (vectorized rounding, F16C where the flags enable it), which write the
 /// same codes as the per-element definitions of compress/cast.hpp.
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <type_traits>
@@ -17,11 +18,30 @@
 #include "commpress/compress/cast.hpp"
 #include "commpress/core/context.hpp"
 #include "commpress/core/dtype.hpp"
+#include "commpress/format/body_checksum.hpp"
 
 namespace commpress::detail {
 
 template <> struct codec_impl<cast, cpu::seq_t> {
   static std::uint64_t workspace_bytes(const cast&, std::uint64_t) { return 0; }
+
+  /// The body is written front to back.
+  static std::size_t ordered_body_from(const cast&, std::uint64_t) { return 0; }
+
+  /// encode_body, hashing the body a slice at a time while the slice is in cache.
+  template <element T>
+  static std::size_t encode_body(const cpu::seq_t& p, const cast& c, const context& ctx,
+                                 std::span<const T> in, unsigned char* body,
+                                 std::span<std::byte> ws, format::body_checksum& sum) {
+    constexpr std::size_t slice = format::checksum_chunk_bytes / 2; // elements per chunk
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < in.size(); i += slice) {
+      const std::size_t m = std::min(slice, in.size() - i);
+      bad += encode_body(p, c, ctx, in.subspan(i, m), body + 2 * i, ws);
+      sum.written(2 * (i + m));
+    }
+    return bad;
+  }
 
   template <element T>
   static std::size_t encode_body(const cpu::seq_t&, const cast& c, const context& ctx,

@@ -32,20 +32,28 @@
 #include "commpress/core/math.hpp"
 #include "commpress/core/rng.hpp"
 #include "commpress/format/bit_packing.hpp"
+#include "commpress/format/body_checksum.hpp"
 
 namespace commpress::detail {
 
 template <> struct codec_impl<quantize, cpu::seq_t> {
   static std::uint64_t workspace_bytes(const quantize&, std::uint64_t) { return 0; }
 
+  /// The records come first and are final only at the end; the codes are written in order.
+  static std::size_t ordered_body_from(const quantize& c, std::uint64_t n) {
+    return static_cast<std::size_t>(c.n_groups(n) * c.record_bytes());
+  }
+
+  template <element T>
+  static std::size_t encode_body(const cpu::seq_t&, const quantize& c, const context& ctx,
+                                 std::span<const T> in, unsigned char* body, std::span<std::byte>,
+                                 format::body_checksum& sum) {
+    return encode_any(c, ctx, in, body, &sum);
+  }
   template <element T>
   static std::size_t encode_body(const cpu::seq_t&, const quantize& c, const context& ctx,
                                  std::span<const T> in, unsigned char* body, std::span<std::byte>) {
-    std::size_t bad = 0;
-    dispatch(c, [&](auto b, auto r, auto s) {
-      bad = encode<decltype(b)::value, decltype(r)::value, decltype(s)::value>(c, ctx, in, body);
-    });
-    return bad;
+    return encode_any(c, ctx, in, body, nullptr);
   }
 
   template <element T>
@@ -93,26 +101,52 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
            c.group % 8 == 0 && c.group <= fused_max_block;
   }
 
+  /// Error feedback's rule: the state becomes the fresh error where it is finite.
+  struct ef_update {
+    COMMPRESS_FORCEINLINE bool operator()(float fresh, float& e) const {
+      const bool ok = is_finite(fresh);
+      e = ok ? fresh : e;
+      return !ok;
+    }
+  };
+
   /// One error-feedback step fused with the encode (feedback/ef.hpp, issue 7): per block,
   /// h = screen(g) + e, the body gets Q(h), and e = h - deQ(Q(h)) where that is finite (else e
   /// keeps its value and `held` counts it). The same operations, in the same order, as ef's
   /// unfused sequence (h in a workspace, encode, decode_accumulate with weight -1, copy), in one
   /// pass over g and e. Returns the non-finite count of g. ctx.on_nonfinite is not `fail`.
+  ///
+  /// `update(fresh, e)` folds the fresh compression error h - deQ(Q(h)) of one element into its
+  /// state and returns whether it held the state instead (plain EF: e = fresh where finite;
+  /// LoCo: feedback/loco.hpp's moving average). The fresh error is finite-checked by update.
+  template <class Update = ef_update>
   static std::size_t encode_ef(const quantize& c, const context& ctx, const float* g, float* e,
-                               std::size_t n, unsigned char* body, std::size_t& held) {
+                               std::size_t n, unsigned char* body, std::size_t& held,
+                               format::body_checksum& sum, Update update = {}) {
     std::size_t bad = 0;
     const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
     dispatch(c, [&](auto b, auto, auto s) {
-      bad = zero ? encode_ef_impl<decltype(b)::value, decltype(s)::value, true>(c, ctx, g, e, n,
-                                                                                body, held)
-                 : encode_ef_impl<decltype(b)::value, decltype(s)::value, false>(c, ctx, g, e, n,
-                                                                                 body, held);
+      bad = zero ? encode_ef_impl<decltype(b)::value, decltype(s)::value, true>(
+                       c, ctx, g, e, n, body, held, sum, update)
+                 : encode_ef_impl<decltype(b)::value, decltype(s)::value, false>(
+                       c, ctx, g, e, n, body, held, sum, update);
     });
     return bad;
   }
 
 private:
   static constexpr quant_range sym = quant_range::symmetric;
+
+  template <element T>
+  static std::size_t encode_any(const quantize& c, const context& ctx, std::span<const T> in,
+                                unsigned char* body, format::body_checksum* sum) {
+    std::size_t bad = 0;
+    dispatch(c, [&](auto b, auto r, auto s) {
+      bad =
+          encode<decltype(b)::value, decltype(r)::value, decltype(s)::value>(c, ctx, in, body, sum);
+    });
+    return bad;
+  }
 
   /// Calls f(bits, range, stochastic) with each as a std::integral_constant.
   template <class F> static void dispatch(const quantize& c, F&& f) {
@@ -251,10 +285,10 @@ private:
   /// Symmetric group [begin, end) of an n-element fp32 tensor through the streaming kernels;
   /// false (nothing written) when the group holds a NaN or Inf, which the element-wise path
   /// handles. begin is a multiple of 8; a short tail goes through pack_run and `buf`.
-  template <unsigned B, bool S>
+  template <unsigned B, bool S, class Progress>
   static bool encode_fast(const float* x, std::size_t n, std::size_t begin, std::size_t end,
                           std::size_t len, uniform_stream& u, unsigned char* body, std::size_t g,
-                          unsigned char* codes, std::uint32_t (&buf)[8]) {
+                          unsigned char* codes, std::uint32_t (&buf)[8], Progress&& progress) {
     using namespace cpu::detail;
     if (len == 1024 && end + 2 * len <= n)
       prefetch_page(x + end + len); // the block after next (see prefetch_page)
@@ -265,26 +299,23 @@ private:
     store_record<sym>(body, g, quantize::make_record(sym, B, s0, 0.0f));
     const quantize::coder k = quantize::make_coder(sym, B, s0, 0.0f);
     const std::size_t whole = begin + (end - begin) / 8 * 8;
-    alignas(64) std::uint8_t c[code_chunk];
     alignas(64) std::uint32_t words[S ? code_chunk : 1];
     for (std::size_t i = begin; i < whole; i += code_chunk) {
       const std::size_t m = whole - i < code_chunk ? whole - i : code_chunk;
-      if constexpr (S) {
+      if constexpr (S)
         philox_words(u.key, u.step, i >> 2, (m + 3) / 4, words);
-        sym_codes_stochastic<B>(x + i, m, k.inv, words, c);
-      } else {
-        sym_codes_nearest<B>(x + i, m, k.inv, c);
-      }
-      pack_codes<B>(c, m, codes + i / 8 * B);
+      sym_encode<B, S>(x + i, m, k.inv, words, codes + i / 8 * B);
+      progress(i + m);
     }
     pack_run<B>(whole, end, buf, codes,
                 [&](std::size_t i) { return code_of<B, sym, S>(x[i], k, u, i); });
     return true;
   }
 
-  template <unsigned B, bool S, bool Zero>
+  template <unsigned B, bool S, bool Zero, class Update>
   static std::size_t encode_ef_impl(const quantize& c, const context& ctx, const float* g, float* e,
-                                    std::size_t n, unsigned char* body, std::size_t& held) {
+                                    std::size_t n, unsigned char* body, std::size_t& held,
+                                    format::body_checksum& sum, Update update) {
     using namespace cpu::detail;
     const std::size_t len = c.group;
     unsigned char* const codes = body + c.n_groups(n) * c.record_bytes();
@@ -294,9 +325,11 @@ private:
     alignas(64) std::uint32_t words[S ? code_chunk : 1];
     std::size_t bad = 0;
     std::size_t ignored = 0; // encode's own count of non-finite h is not reported by ef
+    const std::size_t codes_at = ordered_body_from(c, n);
     for (std::size_t grp = 0, begin = 0; begin < n; ++grp, begin += len) {
       const std::size_t end = n - begin < len ? n : begin + len;
       const std::size_t m = end - begin;
+      sum.written(codes_at + begin / 8 * B); // the groups before this one
       if (len == 1024 && end + 2 * len <= n) {
         prefetch_page(g + end + len);
         prefetch_page(e + end + len);
@@ -326,6 +359,22 @@ private:
       const quantize::record rec = quantize::make_record(sym, B, s0, 0.0f);
       store_record<sym>(body, grp, rec);
       const quantize::coder k = quantize::make_coder(sym, B, s0, 0.0f);
+      if (key < 0x7f800000u && m % 8 == 0) {
+        // Codes straight into the body, then h += -1 * deQ read back from it (L1-hot).
+        unsigned char* packed = codes + begin / 8 * B;
+        for (std::size_t i = 0; i < m; i += code_chunk) {
+          const std::size_t mm = m - i < code_chunk ? m - i : code_chunk;
+          if constexpr (S)
+            philox_words(u.key, u.step, (begin + i) >> 2, (mm + 3) / 4, words);
+          sym_encode<B, S>(h + i, mm, k.inv, words, packed + i / 8 * B);
+        }
+        sym_decode_packed<B, true, false>(packed, m, rec.a, -1.0f, h);
+        std::uint32_t kept = 0;
+        for (std::size_t j = 0; j < m; ++j)
+          kept += update(h[j], e[begin + j]) ? 1u : 0u;
+        held += kept;
+        continue;
+      }
       if (key < 0x7f800000u) {
         for (std::size_t i = 0; i < m; i += code_chunk) {
           const std::size_t mm = m - i < code_chunk ? m - i : code_chunk;
@@ -354,10 +403,7 @@ private:
       std::uint32_t kept = 0;
       for (std::size_t j = 0; j < m; ++j) {
         const float v = static_cast<float>(static_cast<std::int32_t>(code[j]) - offset) * rec.a;
-        const float r = h[j] + -1.0f * v;
-        const bool ok = is_finite(r);
-        kept += ok ? 0u : 1u;
-        e[begin + j] = ok ? r : e[begin + j];
+        kept += update(h[j] + -1.0f * v, e[begin + j]) ? 1u : 0u;
       }
       held += kept;
     }
@@ -376,31 +422,34 @@ private:
     if (len % 8 != 0 && len != n)
       return false;
     const unsigned char* const codes = body + c.n_groups(n) * c.record_bytes();
-    alignas(64) std::uint8_t code[code_chunk];
+    // A large, 64-byte aligned output whose groups keep that alignment is streamed.
+    const bool stream = !Accumulate && 4 * n >= streaming_store_min_bytes &&
+                        reinterpret_cast<std::uintptr_t>(out) % 64 == 0 &&
+                        (len % 16 == 0 || len == n);
     for (std::size_t g = 0, begin = 0; begin < n; ++g, begin += len) {
       const std::size_t end = n - begin < len ? n : begin + len;
       const float scale = load_record<sym>(body, g).a;
       const std::size_t whole = begin + (end - begin) / 8 * 8;
-      for (std::size_t i = begin; i < whole; i += code_chunk) {
-        const std::size_t m = whole - i < code_chunk ? whole - i : code_chunk;
-        unpack_codes<B>(codes + i / 8 * B, m, code);
-        if constexpr (Accumulate) {
-          sym_accumulate<B>(code, m, scale, weight, out + i);
-        } else {
-          sym_decode<B>(code, m, scale, out + i);
-        }
-      }
+      if (stream)
+        sym_decode_packed<B, Accumulate, true>(codes + begin / 8 * B, whole - begin, scale, weight,
+                                               out + begin);
+      else
+        sym_decode_packed<B, Accumulate, false>(codes + begin / 8 * B, whole - begin, scale, weight,
+                                                out + begin);
       for (std::size_t i = whole; i < end; ++i) {
         const float v = quantize::decode_value(sym, B, unpack_one(codes, i, B), {scale, 0.0f});
         out[i] = Accumulate ? add_rn(out[i], mul_rn(weight, v)) : v;
       }
     }
+    if (stream)
+      streaming_store_fence();
     return true;
   }
 
+  /// Encodes `in`; with a checksum, announces the codes of every finished group of eight.
   template <unsigned B, quant_range R, bool S, element T>
   static std::size_t encode(const quantize& c, const context& ctx, std::span<const T> in,
-                            unsigned char* body) {
+                            unsigned char* body, format::body_checksum* sum) {
     const std::size_t n = in.size();
     if (n == 0)
       return 0;
@@ -408,6 +457,10 @@ private:
     const bool poison = policy == nonfinite_policy::propagate;
     uniform_stream u{ctx.key(), ctx.step}; // ctx.key() costs a Philox block: once per call
     unsigned char* const codes = body + c.n_groups(n) * c.record_bytes();
+    const auto progress = [sum, codes_at = ordered_body_from(c, n)](std::size_t elements) {
+      if (sum != nullptr)
+        sum->written(codes_at + elements / 8 * B);
+    };
     std::uint32_t buf[8] = {};
     std::size_t bad = 0;
     std::size_t ignored = 0; // the second load of an element must not count it again
@@ -440,6 +493,7 @@ private:
           const quantize::coder k = quantize::make_coder(R, B, s.a, s.b);
           return code_of<B, R, S>(screen(to_float(in[i]), policy, ignored), k, u, i);
         });
+        progress(base + cols);
       }
       for (std::size_t j = 0; j < cols; ++j) {
         const quantize::record s = load_record<R>(body, j);
@@ -451,7 +505,7 @@ private:
         const std::size_t end = n - begin < len ? n : begin + len;
         if constexpr (R == sym && std::is_same_v<T, float>) {
           if ((begin & 7u) == 0 &&
-              encode_fast<B, S>(in.data(), n, begin, end, len, u, body, g, codes, buf))
+              encode_fast<B, S>(in.data(), n, begin, end, len, u, body, g, codes, buf, progress))
             continue;
         }
         float s0 = stat0_init<R>();
@@ -466,6 +520,7 @@ private:
         pack_run<B>(begin, end, buf, codes, [&](std::size_t i) {
           return code_of<B, R, S>(screen(to_float(in[i]), policy, ignored), k, u, i);
         });
+        progress(end);
       }
     }
     if ((n & 7u) != 0)

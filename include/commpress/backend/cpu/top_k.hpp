@@ -9,8 +9,9 @@
 /// one ordered pass keeps every key > t and the first (k - #keys > t) keys == t by index, which
 /// is the tie rule of compress/top_k.hpp. O(d) per row. Rows of at least
 /// cpu::detail::sampled_top_k_min_row fp32 elements first try the sampled-threshold method of
-/// detail/kernels.hpp, which selects the same set, so writes the same bytes, in one streaming
-/// pass.
+/// detail/top_k_select.hpp, which selects the same set, so writes the same bytes, in one
+/// streaming pass. Either way only the kept elements are written: the bitmap is cleared up
+/// front and the in-place roundtrip clears the rest of the row in bulk.
 
 #include <algorithm>
 #include <bit>
@@ -24,6 +25,7 @@
 
 #include "commpress/backend/cpu/detail/element_io.hpp"
 #include "commpress/backend/cpu/detail/kernels.hpp"
+#include "commpress/backend/cpu/detail/top_k_select.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/compress/top_k.hpp"
 #include "commpress/core/context.hpp"
@@ -57,16 +59,20 @@ template <> struct codec_impl<top_k, cpu::seq_t> {
       unsigned char* val = body + rows * ib + r * k * vb;
       if (bitmap)
         std::memset(idx, 0, ib);
+      const auto kept =
+          sampled_row(raw_row(in.data() + r * d), d, k, ctx.on_nonfinite, keys_of(ws), bad);
+      if (kept.index != nullptr) {
+        write_kept(kept, k, bitmap, width, c.values, idx, val);
+        continue;
+      }
       std::uint64_t j = 0;
       select_row(
-          d, k, keys_of(ws), raw_row(in.data() + r * d), ctx.on_nonfinite,
+          d, k, keys_of(ws),
           [&](std::uint64_t i, std::size_t& count) {
             return screen(to_float(in[r * d + i]), ctx.on_nonfinite, count);
           },
           bad,
-          [&](std::uint64_t i, float v, bool keep) {
-            if (!keep)
-              return;
+          [&](std::uint64_t i, float v) {
             if (bitmap) {
               idx[i / 8] = static_cast<unsigned char>(idx[i / 8] | (1u << (i % 8)));
             } else {
@@ -104,15 +110,26 @@ template <> struct codec_impl<top_k, cpu::seq_t> {
     std::size_t bad = 0;
     for (std::uint64_t r = 0; r < c.rows(n); ++r) {
       float* row = x.data() + r * d;
+      const auto kept = sampled_row(row, d, k, ctx.on_nonfinite, keys_of(ws), bad);
+      if (kept.index != nullptr) { // the row was read in full: clear it, then the kept
+        std::fill(row, row + d, 0.0f);
+        for (std::uint64_t j = 0; j < k; ++j)
+          row[kept.index[j]] = c.decode_value(c.encode_value(std::bit_cast<float>(kept.bits[j])));
+        continue;
+      }
+      std::uint64_t next = 0; // first element not written yet
       select_row(
-          d, k, keys_of(ws), row, ctx.on_nonfinite,
+          d, k, keys_of(ws),
           [&](std::uint64_t i, std::size_t& count) {
             return screen(row[i], ctx.on_nonfinite, count);
           },
           bad,
-          [&](std::uint64_t i, float v, bool keep) {
-            row[i] = keep ? c.decode_value(c.encode_value(v)) : 0.0f;
+          [&](std::uint64_t i, float v) {
+            std::fill(row + next, row + i, 0.0f);
+            row[i] = c.decode_value(c.encode_value(v));
+            next = i + 1;
           });
+      std::fill(row + next, row + d, 0.0f);
     }
     return bad;
   }
@@ -132,18 +149,50 @@ private:
     }
   }
 
-  /// Selects the k of d elements of one row. load(i, count) returns element i screened by the
-  /// non-finite policy (adding to `count`); visit(i, value, kept) is called once for every i
-  /// in increasing order, which is also where the row's non-finite elements are counted.
+  /// Long fp32 rows: the sampled-threshold method of detail/top_k_select.hpp (same selection,
+  /// about 20x faster than nth_element over the row, perf.md B3). Nulls when it does not apply
+  /// (fp16/bf16 input, short rows, k = 0 or d) or declined; the caller then runs select_row.
+  static cpu::detail::sampled_top_k sampled_row(const float* raw, std::uint64_t d, std::uint64_t k,
+                                                nonfinite_policy policy, std::uint32_t* keys,
+                                                std::size_t& bad) {
+    if (raw == nullptr || k == 0 || k == d || d < cpu::detail::sampled_top_k_min_row)
+      return {nullptr, nullptr};
+    return cpu::detail::top_k_sampled(raw, d, k, policy == nonfinite_policy::zero_and_count, keys,
+                                      bad);
+  }
+
+  /// Writes a row's index and value sections from sampled_row's arrays, in loops of their own:
+  /// through a per-element callback, the byte stores (which may alias anything) made the
+  /// compiler reload the callback's state for every element, a quarter of the time at k = 10%.
+  static void write_kept(cpu::detail::sampled_top_k kept, std::uint64_t k, bool bitmap,
+                         unsigned width, dtype values, unsigned char* idx, unsigned char* val) {
+    if (bitmap) {
+      for (std::uint64_t j = 0; j < k; ++j) {
+        const std::uint32_t i = kept.index[j];
+        idx[i / 8] = static_cast<unsigned char>(idx[i / 8] | (1u << (i % 8)));
+      }
+    } else if (width == 4) {
+      std::memcpy(idx, kept.index, 4 * k); // little-endian host, as element_io.hpp asserts
+    } else {
+      for (std::uint64_t j = 0; j < k; ++j)
+        store_index(idx + j * width, width, kept.index[j]);
+    }
+    if (values == dtype::f32) {
+      std::memcpy(val, kept.bits, 4 * k);
+    } else {
+      for (std::uint64_t j = 0; j < k; ++j)
+        store_value(val + 2 * j, 2, encode_as(values, std::bit_cast<float>(kept.bits[j])));
+    }
+  }
+
+  /// Selects the k of d elements of one row by nth_element over all of its keys. load(i, count)
+  /// returns element i screened by the non-finite policy (adding to `count`); visit(i, value)
+  /// is called for the k kept elements, in increasing i, and only after every element up to i
+  /// has been loaded (the in-place roundtrip relies on it). The row's non-finite elements are
+  /// added to `bad`.
   template <class Load, class Visit>
-  static void select_row(std::uint64_t d, std::uint64_t k, std::uint32_t* keys, const float* raw,
-                         nonfinite_policy policy, Load&& load, std::size_t& bad, Visit&& visit) {
-    // Long fp32 rows: the sampled-threshold method (same selection, about 20x faster than
-    // nth_element over the row, perf.md B3); it declines when its sample misses.
-    if (raw != nullptr && k != 0 && k != d && d >= cpu::detail::sampled_top_k_min_row &&
-        cpu::detail::top_k_sampled(raw, d, k, policy == nonfinite_policy::zero_and_count, keys, bad,
-                                   visit))
-      return;
+  static void select_row(std::uint64_t d, std::uint64_t k, std::uint32_t* keys, Load&& load,
+                         std::size_t& bad, Visit&& visit) {
     std::uint32_t t = 0;    // the k-th largest key
     std::uint64_t ties = 0; // keys == t still to keep
     bool all = k == d, none = k == 0;
@@ -168,7 +217,8 @@ private:
         if (keep && key == t)
           --ties;
       }
-      visit(i, v, keep);
+      if (keep)
+        visit(i, v);
     }
   }
 

@@ -176,11 +176,220 @@ COMMPRESS_FORCEINLINE void unpack_codes(const unsigned char* COMMPRESS_RESTRICT 
   }
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#define COMMPRESS_CPU_AVX512 1
+// GCC 12's AVX-512 intrinsics start from self-initialized "undefined" vectors, which
+// -Wmaybe-uninitialized reports where they are inlined (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#define COMMPRESS_AVX512_BEGIN                                                                     \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define COMMPRESS_AVX512_END _Pragma("GCC diagnostic pop")
+#else
+#define COMMPRESS_AVX512_BEGIN
+#define COMMPRESS_AVX512_END
+#endif
+COMMPRESS_AVX512_BEGIN
+
+/// Whether the AVX-512 code kernels below serve a code width.
+template <unsigned B> inline constexpr bool avx512_codes = B == 8 || B == 4 || B == 2;
+
+/// The 64 codes of four vectors of 16 int32 codes (each in [0, 255]) as 64 bytes in element
+/// order: packus works within 128-bit lanes, the permute restores the order.
+COMMPRESS_FORCEINLINE __m512i codes_to_bytes(__m512i c0, __m512i c1, __m512i c2, __m512i c3) {
+  const __m512i bytes =
+      _mm512_packus_epi16(_mm512_packus_epi32(c0, c1), _mm512_packus_epi32(c2, c3));
+  return _mm512_permutexvar_epi32(
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), bytes);
+}
+
+/// Packs 64 byte codes (each < 2^B) into 8 * B bytes at out (format/bit_packing.hpp layout).
+template <unsigned B> COMMPRESS_FORCEINLINE void store_packed64(__m512i bytes, unsigned char* out) {
+  if constexpr (B == 8) {
+    _mm512_storeu_si512(out, bytes);
+  } else if constexpr (B == 4) { // byte j = c[2j] | c[2j + 1] << 4
+    const __m512i pairs = _mm512_or_si512(bytes, _mm512_srli_epi16(bytes, 4));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi16_epi8(pairs));
+  } else { // B == 2: byte j = c[4j] | c[4j + 1] << 2 | c[4j + 2] << 4 | c[4j + 3] << 6
+    const __m512i t = _mm512_or_si512(bytes, _mm512_srli_epi32(bytes, 6));
+    const __m512i quads = _mm512_or_si512(t, _mm512_srli_epi32(t, 12));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtepi32_epi8(quads));
+  }
+}
+
+/// 64 byte codes (element order) from the 8 * B packed bytes at in.
+template <unsigned B> COMMPRESS_FORCEINLINE __m512i load_packed64(const unsigned char* in) {
+  if constexpr (B == 8) {
+    return _mm512_loadu_si512(in);
+  } else if constexpr (B == 4) {
+    const __m512i w =
+        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in)));
+    // word j = byte j; its low nibble is element 2j, its high nibble element 2j + 1.
+    return _mm512_and_si512(_mm512_or_si512(w, _mm512_slli_epi16(w, 4)), _mm512_set1_epi16(0x0f0f));
+  } else {
+    const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+    const __m512i spread =
+        _mm512_or_si512(_mm512_or_si512(d, _mm512_slli_epi32(d, 6)),
+                        _mm512_or_si512(_mm512_slli_epi32(d, 12), _mm512_slli_epi32(d, 18)));
+    return _mm512_and_si512(spread, _mm512_set1_epi32(0x03030303));
+  }
+}
+
+/// sym_codes_nearest of 16 elements as int32 lanes: the same operations in the same order
+/// (vmaxps / vminps return their second operand for NaN, as the scalar selects do).
+template <unsigned B> COMMPRESS_FORCEINLINE __m512i sym_code16_nearest(const float* x, __m512 inv) {
+  constexpr float levels = static_cast<float>((1u << (B - 1)) - 1u);
+  const __m512 magic = _mm512_set1_ps(12582912.0f);
+  const __m512 y = _mm512_mul_ps(_mm512_loadu_ps(x), inv);
+  const __m512 r = _mm512_sub_ps(_mm512_add_ps(y, magic), magic);
+  __m512 c = _mm512_add_ps(r, _mm512_set1_ps(levels));
+  c = _mm512_max_ps(c, _mm512_setzero_ps());
+  c = _mm512_min_ps(c, _mm512_set1_ps(2.0f * levels));
+  return _mm512_cvttps_epi32(c);
+}
+
+/// sym_codes_stochastic of 16 elements with their 16 random words.
+template <unsigned B>
+COMMPRESS_FORCEINLINE __m512i sym_code16_stochastic(const float* x, __m512 inv,
+                                                    const std::uint32_t* words) {
+  constexpr float levels = static_cast<float>((1u << (B - 1)) - 1u);
+  const __m512 magic = _mm512_set1_ps(12582912.0f);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 y = _mm512_mul_ps(_mm512_loadu_ps(x), inv);
+  const __m512 r = _mm512_sub_ps(_mm512_add_ps(y, magic), magic);
+  const __m512 f = _mm512_mask_sub_ps(r, _mm512_cmp_ps_mask(r, y, _CMP_GT_OQ), r, one);
+  const __m512 u =
+      _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(_mm512_loadu_si512(words), 8)),
+                    _mm512_set1_ps(5.9604644775390625e-08f));
+  const __m512 q =
+      _mm512_mask_add_ps(f, _mm512_cmp_ps_mask(u, _mm512_sub_ps(y, f), _CMP_LT_OQ), f, one);
+  __m512 c = _mm512_add_ps(q, _mm512_set1_ps(levels));
+  c = _mm512_max_ps(c, _mm512_setzero_ps());
+  c = _mm512_min_ps(c, _mm512_set1_ps(2.0f * levels));
+  return _mm512_cvttps_epi32(c);
+}
+
+/// Symmetric codes of m elements (m a multiple of 64) packed at out: sym_codes_nearest (or,
+/// with words, sym_codes_stochastic) followed by pack_codes, 64 elements per step.
+template <unsigned B, bool Stochastic>
+COMMPRESS_FORCEINLINE void sym_encode64(const float* COMMPRESS_RESTRICT x, std::size_t m, float inv,
+                                        const std::uint32_t* COMMPRESS_RESTRICT words,
+                                        unsigned char* COMMPRESS_RESTRICT out) {
+  const __m512 vinv = _mm512_set1_ps(inv);
+  for (std::size_t i = 0; i < m; i += 64) {
+    __m512i c[4];
+    for (unsigned q = 0; q < 4; ++q) {
+      if constexpr (Stochastic)
+        c[q] = sym_code16_stochastic<B>(x + i + 16 * q, vinv, words + i + 16 * q);
+      else
+        c[q] = sym_code16_nearest<B>(x + i + 16 * q, vinv);
+    }
+    store_packed64<B>(codes_to_bytes(c[0], c[1], c[2], c[3]), out + i / 8 * B);
+  }
+}
+
+/// Decodes m symmetric codes (m a multiple of 64) packed at in: out = (code - L) * scale, or
+/// out += weight * that when Accumulate; Stream writes out with non-temporal stores (out
+/// 64-byte aligned), so a large output costs no read for ownership.
+template <unsigned B, bool Accumulate, bool Stream>
+COMMPRESS_FORCEINLINE void sym_decode64(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m,
+                                        float scale, float weight, float* COMMPRESS_RESTRICT out) {
+  const __m512i offset = _mm512_set1_epi32((1 << (B - 1)) - 1);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  const __m512 vweight = _mm512_set1_ps(weight);
+  const auto sixteen = [&](__m128i bytes, float* o) {
+    const __m512i code = _mm512_cvtepu8_epi32(bytes);
+    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(code, offset)), vscale);
+    if constexpr (Accumulate)
+      v = _mm512_add_ps(_mm512_loadu_ps(o), _mm512_mul_ps(vweight, v));
+    if constexpr (Stream)
+      _mm512_stream_ps(o, v);
+    else
+      _mm512_storeu_ps(o, v);
+  };
+  for (std::size_t i = 0; i < m; i += 64) {
+    const __m512i bytes = load_packed64<B>(in + i / 8 * B);
+    sixteen(_mm512_castsi512_si128(bytes), out + i);
+    sixteen(_mm512_extracti32x4_epi32(bytes, 1), out + i + 16);
+    sixteen(_mm512_extracti32x4_epi32(bytes, 2), out + i + 32);
+    sixteen(_mm512_extracti32x4_epi32(bytes, 3), out + i + 48);
+  }
+}
+COMMPRESS_AVX512_END
+#endif
+
+/// Outputs at least this large are written with non-temporal stores where a kernel can: far
+/// beyond any core's L2, and larger than the consumer could find in cache anyway (glibc's
+/// memcpy switches at a similar size).
+inline constexpr std::size_t streaming_store_min_bytes = std::size_t{32} << 20;
+
 /// The random words of elements 4 * first_block .. 4 * (first_block + blocks) - 1 at `step`
-/// (random_block for each block, in order), blocks <= code_chunk / 4. Philox runs on
-/// structure-of-arrays lanes so the compiler vectorizes the rounds across blocks.
+/// (random_block for each block, in order), blocks <= code_chunk / 4; `words` holds
+/// code_chunk words (the AVX-512 path fills whole groups of 16 blocks). Philox runs on
+/// structure-of-arrays lanes so the rounds vectorize across blocks.
 inline void philox_words(rng_key key, std::uint64_t step, std::uint64_t first_block,
                          std::size_t blocks, std::uint32_t* COMMPRESS_RESTRICT words) {
+#if defined(COMMPRESS_CPU_AVX512)
+  COMMPRESS_AVX512_BEGIN
+  // Sixteen blocks per vector. The 32x32->64-bit products of the even lanes come from one
+  // vpmuludq, those of the odd lanes from another on the lanes shifted down.
+  const auto mulhilo = [](__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
+    const __m512i even = _mm512_mul_epu32(a, m);
+    const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+    hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+    lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+  };
+  const __m512i m0 = _mm512_set1_epi64(0xD2511F53u);
+  const __m512i m1 = _mm512_set1_epi64(0xCD9E8D57u);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (std::size_t b = 0; b < blocks; b += 16) {
+    const std::uint64_t base = first_block + b;
+    const __m512i base_lo = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(base)));
+    __m512i c0 = _mm512_add_epi32(base_lo, lane);
+    const __mmask16 carry = _mm512_cmplt_epu32_mask(c0, base_lo); // the block index's high word
+    __m512i c1 = _mm512_mask_add_epi32(
+        _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(base >> 32))), carry,
+        _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(base >> 32))),
+        _mm512_set1_epi32(1));
+    __m512i c2 = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(step)));
+    __m512i c3 = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(step >> 32)));
+    std::uint32_t k0 = key.k0, k1 = key.k1;
+    for (int r = 0; r < 10; ++r) {
+      __m512i hi0, lo0, hi1, lo1;
+      mulhilo(c0, m0, hi0, lo0);
+      mulhilo(c2, m1, hi1, lo1);
+      const __m512i n0 = _mm512_ternarylogic_epi32(hi1, c1, _mm512_set1_epi32(static_cast<int>(k0)),
+                                                   0x96); // hi1 ^ c1 ^ k0
+      const __m512i n2 =
+          _mm512_ternarylogic_epi32(hi0, c3, _mm512_set1_epi32(static_cast<int>(k1)), 0x96);
+      c1 = lo1;
+      c3 = lo0;
+      c0 = n0;
+      c2 = n2;
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    // Structure of arrays to element order: a 4 x 4 transpose of words within each 128-bit
+    // lane (block 4L + j in lane L of u_j), then of the 128-bit lanes.
+    const __m512i t0 = _mm512_unpacklo_epi32(c0, c1);
+    const __m512i t1 = _mm512_unpackhi_epi32(c0, c1);
+    const __m512i t2 = _mm512_unpacklo_epi32(c2, c3);
+    const __m512i t3 = _mm512_unpackhi_epi32(c2, c3);
+    const __m512i u0 = _mm512_unpacklo_epi64(t0, t2);
+    const __m512i u1 = _mm512_unpackhi_epi64(t0, t2);
+    const __m512i u2 = _mm512_unpacklo_epi64(t1, t3);
+    const __m512i u3 = _mm512_unpackhi_epi64(t1, t3);
+    const __m512i a = _mm512_shuffle_i32x4(u0, u1, 0x44);  // blocks 0 4 1 5
+    const __m512i bb = _mm512_shuffle_i32x4(u2, u3, 0x44); // 2 6 3 7
+    const __m512i c = _mm512_shuffle_i32x4(u0, u1, 0xEE);  // 8 12 9 13
+    const __m512i d = _mm512_shuffle_i32x4(u2, u3, 0xEE);  // 10 14 11 15
+    std::uint32_t* w = words + 4 * b;
+    _mm512_storeu_si512(w, _mm512_shuffle_i32x4(a, bb, 0x88));
+    _mm512_storeu_si512(w + 16, _mm512_shuffle_i32x4(a, bb, 0xDD));
+    _mm512_storeu_si512(w + 32, _mm512_shuffle_i32x4(c, d, 0x88));
+    _mm512_storeu_si512(w + 48, _mm512_shuffle_i32x4(c, d, 0xDD));
+  }
+  COMMPRESS_AVX512_END
+#else
   constexpr std::size_t lanes = code_chunk / 4;
   std::uint32_t c0[lanes], c1[lanes], c2[lanes], c3[lanes];
   for (std::size_t b = 0; b < blocks; ++b) {
@@ -211,6 +420,7 @@ inline void philox_words(rng_key key, std::uint64_t step, std::uint64_t first_bl
     words[4 * b + 2] = c2[b];
     words[4 * b + 3] = c3[b];
   }
+#endif
 }
 
 /// Symmetric decoded values of m codes: (code - L) * scale, rounded once (quantize::decode_value).
@@ -232,6 +442,61 @@ COMMPRESS_FORCEINLINE void sym_accumulate(const std::uint8_t* COMMPRESS_RESTRICT
     const float v = static_cast<float>(static_cast<std::int32_t>(c[i]) - offset) * scale;
     acc[i] = acc[i] + weight * v;
   }
+}
+
+/// Symmetric codes of m elements (m a multiple of 8, at most code_chunk) packed at out:
+/// sym_codes_nearest, or with Stochastic sym_codes_stochastic on words[0..m), then pack_codes.
+template <unsigned B, bool Stochastic>
+COMMPRESS_FORCEINLINE void sym_encode(const float* COMMPRESS_RESTRICT x, std::size_t m, float inv,
+                                      const std::uint32_t* COMMPRESS_RESTRICT words,
+                                      unsigned char* COMMPRESS_RESTRICT out) {
+  std::size_t i = 0;
+#if defined(COMMPRESS_CPU_AVX512)
+  if constexpr (avx512_codes<B>) {
+    i = m / 64 * 64;
+    sym_encode64<B, Stochastic>(x, i, inv, words, out);
+    if (i == m)
+      return;
+  }
+#endif
+  alignas(64) std::uint8_t c[code_chunk];
+  if constexpr (Stochastic)
+    sym_codes_stochastic<B>(x + i, m - i, inv, words + i, c);
+  else
+    sym_codes_nearest<B>(x + i, m - i, inv, c);
+  pack_codes<B>(c, m - i, out + i / 8 * B);
+}
+
+/// Decodes m symmetric codes (m a multiple of 8) packed at in: out = deQ, or out += weight *
+/// deQ when Accumulate (sym_decode / sym_accumulate). Stream: see sym_decode64; the caller
+/// fences.
+template <unsigned B, bool Accumulate, bool Stream>
+COMMPRESS_FORCEINLINE void sym_decode_packed(const unsigned char* COMMPRESS_RESTRICT in,
+                                             std::size_t m, float scale, float weight,
+                                             float* COMMPRESS_RESTRICT out) {
+  std::size_t i = 0;
+#if defined(COMMPRESS_CPU_AVX512)
+  if constexpr (avx512_codes<B>) {
+    i = m / 64 * 64;
+    sym_decode64<B, Accumulate, Stream>(in, i, scale, weight, out);
+  }
+#endif
+  alignas(64) std::uint8_t code[code_chunk];
+  for (; i < m; i += code_chunk) {
+    const std::size_t len = m - i < code_chunk ? m - i : code_chunk;
+    unpack_codes<B>(in + i / 8 * B, len, code);
+    if constexpr (Accumulate)
+      sym_accumulate<B>(code, len, scale, weight, out + i);
+    else
+      sym_decode<B>(code, len, scale, out + i);
+  }
+}
+
+/// Makes non-temporal stores visible before the kernel returns.
+COMMPRESS_FORCEINLINE void streaming_store_fence() {
+#if defined(COMMPRESS_CPU_AVX512)
+  _mm_sfence();
+#endif
 }
 
 /// One pass of the sign codec over a group of m fp32 elements: writes the m sign bits
@@ -327,6 +592,35 @@ template <bool Bf16, bool Zero>
                                                  unsigned char* COMMPRESS_RESTRICT out) {
   std::size_t bad = 0;
   std::size_t i = 0;
+#if defined(COMMPRESS_CPU_AVX512)
+  {
+    COMMPRESS_AVX512_BEGIN
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+    const __m512i inf = _mm512_set1_epi32(0x7f800000);
+    for (; i + 16 <= n; i += 16) {
+      __m512i u = _mm512_loadu_si512(x + i);
+      const __m512i a = _mm512_and_si512(u, abs_mask);
+      const __mmask16 nf = _mm512_cmpge_epu32_mask(a, inf);
+      const __mmask16 nan = Zero ? __mmask16{0} : _mm512_cmpgt_epu32_mask(a, inf);
+      bad += static_cast<std::size_t>(__builtin_popcount(nf));
+      if constexpr (Zero)
+        u = _mm512_maskz_mov_epi32(static_cast<__mmask16>(~nf), u);
+      __m256i code;
+      if constexpr (Bf16) { // the integer rounding of float_bits_to_bf16_bits
+        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+        const __m512i r = _mm512_srli_epi32(
+            _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+        code = _mm512_cvtepi32_epi16(r);
+      } else {
+        code =
+            _mm512_cvtps_ph(_mm512_castsi512_ps(u), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      }
+      code = _mm256_mask_mov_epi16(code, nan, _mm256_set1_epi16(0x7fff));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * i), code);
+    }
+    COMMPRESS_AVX512_END
+  }
+#endif
 #if defined(__AVX2__) && defined(__F16C__)
   if constexpr (!Bf16) {
     const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
@@ -436,131 +730,6 @@ inline void cast_decode(const unsigned char* COMMPRESS_RESTRICT in, std::size_t 
       out[i] = v;
     }
   }
-}
-
-/// Rows shorter than this take the nth_element method: sampling does not pay for them.
-inline constexpr std::uint64_t sampled_top_k_min_row = 1u << 16;
-
-/// Exact top-k of one fp32 row by a sampled threshold (DGC-style sample, perf.md B3 and C5.5):
-/// 1. the keys (|x| bits, screened by the non-finite policy) of about d / 1024 sampled elements
-///    give a threshold t0 at a rank that leaves a 3-sigma margin above k;
-/// 2. one streaming pass collects the index and (screened) bits of every element whose key is
-///    >= t0 into the workspace;
-/// 3. std::nth_element over the candidates' keys finds the exact k-th largest key t, and the
-///    candidates, in index order, are kept as the tie rule of compress/top_k.hpp says: every
-///    key > t, then the lowest-indexed keys == t.
-/// Every key >= t is a candidate whenever there are >= k of them, so the set is the same as
-/// nth_element over the whole row. Returns false, having called nothing, when the sample missed
-/// (fewer than k, or more than a third of the row, collected); the caller then runs the full
-/// method. Otherwise calls visit(i, value, kept) for every i in increasing order (value is
-/// meaningful only when kept) and adds the row's NaN/Inf count to `bad`.
-/// @param ws at least d 32-bit words
-template <class Visit>
-bool top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint64_t d, std::uint64_t k,
-                   bool zero_nonfinite, std::uint32_t* ws, std::size_t& bad, Visit&& visit) {
-  const std::uint64_t cap = d / 3;
-  std::uint32_t* const idx = ws;
-  std::uint32_t* const val = ws + cap;
-  std::uint32_t* const tmp = ws + 2 * cap;
-  const auto key_of = [zero_nonfinite](std::uint32_t bits) {
-    const std::uint32_t key = bits & 0x7fffffffu;
-    return zero_nonfinite && key >= 0x7f800000u ? 0u : key;
-  };
-  // 1. Sample: one element per stride, jittered within it so periodic data does not alias.
-  const std::uint64_t s = std::min<std::uint64_t>(std::max<std::uint64_t>(d / 1024, 1024), cap);
-  const std::uint64_t stride = d / s;
-  for (std::uint64_t j = 0; j < s; ++j) {
-    const std::uint64_t jitter = (j * 0x9E3779B97F4A7C15ull >> 40) % stride;
-    std::uint32_t u;
-    std::memcpy(&u, x + j * stride + jitter, 4);
-    tmp[j] = key_of(u);
-  }
-  const double expect = static_cast<double>(s) * static_cast<double>(k) / static_cast<double>(d);
-  // 3 sigma of the sample count above the k-th key, so the pass rarely collects fewer than k.
-  const auto rank = static_cast<std::uint64_t>(expect + 3.0 * std::sqrt(expect) + 2.0);
-  if (rank >= s)
-    return false;
-  std::nth_element(tmp, tmp + rank, tmp + s, std::greater<>{});
-  const std::uint32_t t0 = tmp[rank];
-  if (t0 == 0)
-    return false; // every element would be a candidate
-
-  // 2. One streaming pass: candidates (index, screened bits) with key >= t0.
-  const std::uint64_t limit = cap - 16; // room for one unconditional 16-wide store
-  std::uint64_t c = 0;
-  std::size_t nonfinite = 0;
-  std::uint64_t i = 0;
-#if defined(__AVX512F__)
-  {
-    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
-    const __m512i inf = _mm512_set1_epi32(0x7f800000);
-    const __m512i thr = _mm512_set1_epi32(static_cast<int>(t0));
-    const __m512i sixteen = _mm512_set1_epi32(16);
-    __m512i index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    for (; i + 16 <= d; i += 16) {
-      __m512i v = _mm512_loadu_si512(x + i);
-      __m512i key = _mm512_and_si512(v, abs_mask);
-      const __mmask16 nf = _mm512_cmpge_epu32_mask(key, inf);
-      nonfinite += static_cast<std::size_t>(__builtin_popcount(nf));
-      if (zero_nonfinite) {
-        v = _mm512_maskz_mov_epi32(static_cast<__mmask16>(~nf), v);
-        key = _mm512_maskz_mov_epi32(static_cast<__mmask16>(~nf), key);
-      }
-      const __mmask16 hit = _mm512_cmpge_epu32_mask(key, thr);
-      if (hit != 0) {
-        _mm512_storeu_si512(idx + c, _mm512_maskz_compress_epi32(hit, index));
-        _mm512_storeu_si512(val + c, _mm512_maskz_compress_epi32(hit, v));
-        c += static_cast<std::uint64_t>(__builtin_popcount(hit));
-        if (c > limit)
-          return false;
-      }
-      index = _mm512_add_epi32(index, sixteen);
-    }
-  }
-#endif
-  for (; i < d; ++i) {
-    std::uint32_t u;
-    std::memcpy(&u, x + i, 4);
-    const bool nf = (u & 0x7fffffffu) >= 0x7f800000u;
-    nonfinite += nf ? 1u : 0u;
-    if (zero_nonfinite && nf)
-      u = 0;
-    idx[c] = static_cast<std::uint32_t>(i); // branchless: written always, kept if it passes
-    val[c] = u;
-    c += (u & 0x7fffffffu) >= t0 ? 1u : 0u;
-    if (c > limit)
-      return false;
-  }
-  if (c < k)
-    return false;
-
-  // 3. Exact resolve over the candidates.
-  for (std::uint64_t j = 0; j < c; ++j)
-    tmp[j] = val[j] & 0x7fffffffu;
-  std::nth_element(tmp, tmp + (k - 1), tmp + c, std::greater<>{});
-  const std::uint32_t t = tmp[k - 1];
-  std::uint64_t greater = 0;
-  for (std::uint64_t j = 0; j + 1 < k; ++j)
-    greater += tmp[j] > t ? 1u : 0u;
-  std::uint64_t ties = k - greater;
-  std::uint64_t next = 0; // first index not visited yet
-  for (std::uint64_t j = 0; j < c; ++j) {
-    const std::uint32_t key = val[j] & 0x7fffffffu;
-    const bool keep = key > t || (key == t && ties > 0);
-    if (!keep)
-      continue;
-    if (key == t)
-      --ties;
-    for (; next < idx[j]; ++next)
-      visit(next, 0.0f, false);
-    float v;
-    std::memcpy(&v, val + j, 4);
-    visit(next++, v, true);
-  }
-  for (; next < d; ++next)
-    visit(next, 0.0f, false);
-  bad += nonfinite;
-  return true;
 }
 
 } // namespace commpress::cpu::detail

@@ -1,0 +1,253 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+//
+// The sampled top-k select of backend/cpu/detail/top_k_select.hpp (issue 7): radix_select against
+// std::nth_element on awkward keys, top_k_sampled against a sort of the whole row, and the top_k
+// codec on rows just below and above sampled_top_k_min_row, for every index format, value dtype
+// and non-finite policy. Built with the default flags and with -march=native (the AVX-512 path).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "commpress/backend/cpu/detail/top_k_select.hpp"
+#include "commpress/backend/cpu/top_k.hpp"
+#include "commpress/codec_ops.hpp"
+#include "commpress/core/rng.hpp"
+
+namespace cp = commpress;
+namespace cd = commpress::cpu::detail;
+
+namespace {
+
+std::uint32_t bits_of(float v) {
+  std::uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u;
+}
+
+/// Deterministic pseudo-random words.
+std::uint32_t word(std::uint32_t stream, std::uint64_t i) {
+  return cp::random_u32(cp::make_rng_key(17, stream), 0, i);
+}
+
+/// Roughly Gaussian values (sum of four uniforms), scaled, with a sign.
+std::vector<float> smooth(std::size_t n, std::uint32_t stream) {
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    float s = -2.0f;
+    for (std::uint64_t j = 0; j < 4; ++j)
+      s += cp::uniform_from_bits(word(stream, 4 * i + j));
+    x[i] = s * 3.0f;
+  }
+  return x;
+}
+
+/// The keys the codec ranks by: |x| bits, 0 for NaN/Inf when they are zeroed.
+std::uint32_t key_of(float v, bool zero_nonfinite) {
+  const std::uint32_t key = bits_of(v) & 0x7fffffffu;
+  return zero_nonfinite && key >= 0x7f800000u ? 0u : key;
+}
+
+/// The kept indices of a row by the codec's rule: sort by (key descending, index ascending).
+std::vector<std::uint32_t> reference_kept(const std::vector<float>& x, std::uint64_t k,
+                                          bool zero_nonfinite) {
+  std::vector<std::uint64_t> order(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    order[i] = (std::uint64_t{0x7fffffffu - key_of(x[i], zero_nonfinite)} << 32) | i;
+  std::sort(order.begin(), order.end());
+  std::vector<std::uint32_t> kept(k);
+  for (std::size_t j = 0; j < k; ++j)
+    kept[j] = static_cast<std::uint32_t>(order[j]);
+  std::sort(kept.begin(), kept.end());
+  return kept;
+}
+
+void check_radix_select(std::vector<std::uint32_t> words, std::uint64_t k) {
+  const std::uint64_t n = words.size();
+  std::vector<std::uint32_t> keys(n);
+  for (std::size_t j = 0; j < n; ++j)
+    keys[j] = words[j] & 0x7fffffffu;
+  const std::uint32_t lo = *std::min_element(keys.begin(), keys.end());
+  const std::uint32_t hi = *std::max_element(keys.begin(), keys.end());
+  std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(k - 1), keys.end(),
+                   std::greater<>{});
+  const std::uint32_t want = keys[k - 1];
+  const auto greater = static_cast<std::uint64_t>(
+      std::count_if(keys.begin(), keys.end(), [&](std::uint32_t v) { return v > want; }));
+
+  std::vector<std::uint32_t> hist(cd::radix_select_bins), scratch(n);
+  const auto before = words;
+  const cd::kth_key got = cd::radix_select(words.data(), n, k, lo, hi, hist.data(), scratch.data());
+  CHECK(got.key == want);
+  CHECK(got.greater == greater);
+  CHECK(words == before); // a separate scratch leaves the words alone
+  // Looser bounds and in place (scratch == words) give the same answer.
+  const cd::kth_key wide =
+      cd::radix_select(words.data(), n, k, 0, 0x7fffffffu, hist.data(), words.data());
+  CHECK(wide.key == want);
+  CHECK(wide.greater == greater);
+}
+
+} // namespace
+
+TEST_SUITE("compress") {
+  TEST_CASE("radix_select: the k-th largest key and the count above it equal std::nth_element's "
+            "for random keys, heavy ties, equal keys, k = 1 and k = n") {
+    for (std::uint64_t n : {1u, 2u, 17u, 1000u, 65537u}) {
+      for (int data = 0; data < 5; ++data) {
+        std::vector<std::uint32_t> words(n);
+        for (std::size_t j = 0; j < n; ++j) {
+          const std::uint32_t w = word(static_cast<std::uint32_t>(data), j);
+          if (data == 0)
+            words[j] = w; // the full 31-bit range, sign bits set at random
+          if (data == 1)
+            words[j] = 0x3f800000u + (w % 7) * 0x1000u; // seven keys: heavy ties
+          if (data == 2)
+            words[j] = 0x40490fdbu | (w & 0x80000000u); // all keys equal
+          if (data == 3)
+            words[j] = bits_of(smooth(1, w)[0]); // floats: keys crowd a few exponents
+          if (data == 4)
+            words[j] = j % 100 == 0 ? 0x7f800000u + (w & 1u) : w % 5000u; // Inf/NaN outliers
+        }
+        for (std::uint64_t k : {std::uint64_t{1}, n / 100 + 1, n / 2 + 1, n}) {
+          CAPTURE(n);
+          CAPTURE(data);
+          CAPTURE(k);
+          check_radix_select(words, std::min(k, n));
+        }
+      }
+    }
+  }
+
+  TEST_CASE("keys_in_range: copies the keys of [lo, lo + span] in order, in place too") {
+    std::vector<std::uint32_t> words(1003);
+    for (std::size_t j = 0; j < words.size(); ++j)
+      words[j] = word(9, j) % 4096u | (j % 2 ? 0x80000000u : 0u);
+    std::vector<std::uint32_t> want;
+    for (std::uint32_t w : words)
+      if ((w & 0x7fffffffu) >= 1000u && (w & 0x7fffffffu) <= 3000u)
+        want.push_back(w & 0x7fffffffu);
+    std::vector<std::uint32_t> out(words.size());
+    const std::uint64_t m = cd::keys_in_range(words.data(), words.size(), 1000u, 2000u, out.data());
+    CHECK(std::vector<std::uint32_t>(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(m)) ==
+          want);
+    const std::uint64_t m2 =
+        cd::keys_in_range(words.data(), words.size(), 1000u, 2000u, words.data());
+    CHECK(std::vector<std::uint32_t>(words.begin(),
+                                     words.begin() + static_cast<std::ptrdiff_t>(m2)) == want);
+  }
+
+  TEST_CASE(
+      "top_k_sampled: keeps the set a sort of the row keeps, or declines, and counts NaN/Inf") {
+    for (std::uint64_t d : {cd::sampled_top_k_min_row, 3 * cd::sampled_top_k_min_row + 7}) {
+      for (int data = 0; data < 4; ++data) {
+        std::vector<float> x = smooth(d, 30 + static_cast<std::uint32_t>(data));
+        std::size_t nonfinite = 0;
+        for (std::size_t i = 0; i < d; ++i) {
+          if (data == 1)
+            x[i] = std::round(x[i]); // few distinct magnitudes: ties at the k-th key
+          if (data == 2)
+            x[i] = 1.5f; // all equal: the sample cannot bound anything
+          if (data == 3 && i % 501 == 3) {
+            x[i] = i % 2 ? std::numeric_limits<float>::quiet_NaN()
+                         : -std::numeric_limits<float>::infinity();
+            ++nonfinite;
+          }
+        }
+        for (std::uint64_t k : {std::uint64_t{1}, std::uint64_t{37}, d / 100, d / 10, d / 5}) {
+          for (bool zero_nonfinite : {false, true}) {
+            CAPTURE(d);
+            CAPTURE(data);
+            CAPTURE(k);
+            CAPTURE(zero_nonfinite);
+            std::vector<std::uint32_t> ws(d);
+            std::size_t bad = 0;
+            const auto kept = cd::top_k_sampled(x.data(), d, k, zero_nonfinite, ws.data(), bad);
+            if (kept.index == nullptr) {
+              CHECK(bad == 0);
+              // Smooth data, with or without a few NaN/Inf, never needs the full method; with
+              // heavy ties or all keys equal, too many may reach the sample's threshold.
+              CHECK((data == 1 || data == 2));
+              continue;
+            }
+            CHECK(bad == nonfinite);
+            const auto want = reference_kept(x, k, zero_nonfinite);
+            CHECK(std::vector<std::uint32_t>(kept.index, kept.index + k) == want);
+            std::size_t wrong_bits = 0;
+            for (std::uint64_t j = 0; j < k; ++j) {
+              const std::uint32_t b = bits_of(x[want[j]]);
+              const bool zero = zero_nonfinite && (b & 0x7fffffffu) >= 0x7f800000u;
+              wrong_bits += kept.bits[j] != (zero ? 0u : b); // zeroed to +0
+            }
+            CHECK(wrong_bits == 0);
+          }
+        }
+      }
+    }
+  }
+
+  TEST_CASE("top_k: rows below and above sampled_top_k_min_row encode and roundtrip the sorted "
+            "selection for every index format, value dtype and non-finite policy") {
+    const std::uint64_t m = cd::sampled_top_k_min_row;
+    for (std::uint64_t row : {m - 1, m, 2 * m + 3}) {
+      std::vector<float> x = smooth(2 * row, 50);
+      for (std::size_t i = 7; i < x.size(); i += 977)
+        x[i] = i % 2 ? std::numeric_limits<float>::infinity()
+                     : -std::numeric_limits<float>::quiet_NaN();
+      for (std::uint64_t k : {std::uint64_t{5}, row / 100, row / 5}) // list, list, bitmap
+        for (auto values : {cp::dtype::f32, cp::dtype::f16, cp::dtype::bf16})
+          for (auto policy : {cp::nonfinite_policy::propagate, cp::nonfinite_policy::zero_and_count,
+                              cp::nonfinite_policy::fail}) {
+            CAPTURE(row);
+            CAPTURE(k);
+            CAPTURE(static_cast<int>(values));
+            CAPTURE(static_cast<int>(policy));
+            const cp::top_k c{
+                .count = k, .row_length = static_cast<std::uint32_t>(row), .values = values};
+            const cp::context ctx{.on_nonfinite = policy};
+            std::vector<std::byte> p(cp::max_payload_bytes(c, x.size()));
+            std::vector<std::byte> ws(cp::workspace_bytes(cp::cpu::seq, c, x.size()));
+            if (policy == cp::nonfinite_policy::fail) {
+              CHECK_THROWS_AS(cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(x),
+                                         std::span(p), std::span(ws)),
+                              cp::error);
+              continue;
+            }
+            const bool zero = policy == cp::nonfinite_policy::zero_and_count;
+            const auto r = cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(x), std::span(p),
+                                      std::span(ws));
+            CHECK(r.nonfinite ==
+                  static_cast<std::size_t>(std::count_if(
+                      x.begin(), x.end(), [](float v) { return !std::isfinite(v); })));
+            std::vector<float> y(x.size());
+            cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), std::span(y));
+            std::vector<float> z = x;
+            const auto rr = cp::roundtrip(cp::cpu::seq, c, ctx, std::span(z), std::span(ws));
+            CHECK(rr.nonfinite == r.nonfinite);
+            std::size_t wrong = 0;
+            for (std::uint64_t base = 0; base < x.size(); base += row) {
+              const std::vector<float> xr(x.begin() + static_cast<std::ptrdiff_t>(base),
+                                          x.begin() + static_cast<std::ptrdiff_t>(base + row));
+              std::vector<bool> keep(row, false);
+              for (std::uint32_t i : reference_kept(xr, k, zero))
+                keep[i] = true;
+              for (std::uint64_t i = 0; i < row; ++i) {
+                const float v = zero && !std::isfinite(xr[i]) ? 0.0f : xr[i];
+                const float want = keep[i] ? c.decode_value(c.encode_value(v)) : 0.0f;
+                const bool same = bits_of(want) == bits_of(y[base + i]) ||
+                                  (std::isnan(want) && std::isnan(y[base + i]));
+                wrong += !same || bits_of(z[base + i]) != bits_of(y[base + i]);
+              }
+            }
+            CHECK(wrong == 0);
+          }
+    }
+  }
+}
