@@ -7,6 +7,7 @@
 
 #include "commpress/backend/cpu/cast.hpp"
 #include "commpress/backend/cpu/identity.hpp"
+#include "commpress/backend/cpu/par.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/backend/cpu/quantize.hpp"
 #include "commpress/backend/cpu/random_k.hpp"

@@ -1,0 +1,79 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// The loop of cpu::par: a range of work units cut into fixed-size ranges, shared among
+/// OpenMP threads with a static schedule.
+///
+/// The ranges depend on the tensor and the policy's grain only, never on the thread count, and
+/// every range writes its own bytes; the only value combined across ranges is a count of
+/// non-finite elements, an integer sum. So the bytes are the same for any team size, and with
+/// OpenMP off (the pragma ignored) the same loop runs the ranges in order on one thread.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "commpress/backend/cpu/policy.hpp"
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace commpress::cpu::detail {
+
+/// Elements per range when par_t::grain is 0: a fork/join costs a few microseconds, 1 Mi
+/// elements take about a millisecond.
+inline constexpr std::uint64_t par_default_grain = std::uint64_t{1} << 20;
+
+/// Elements per range of policy p: its grain rounded up to a multiple of 64, so that a range of
+/// 1-, 2-, 4- or b-bit codes starts on a byte and the streaming kernels start on a cache line.
+inline std::uint64_t range_elements(const par_t& p) {
+  const std::uint64_t g = p.grain == 0 ? par_default_grain : p.grain;
+  return (g + 63) / 64 * 64;
+}
+
+/// Whether n elements make at least two ranges; below that, par runs seq's code.
+inline bool splits(const par_t& p, std::uint64_t n) {
+  return n / 2 >= range_elements(p);
+}
+
+/// Groups of `len` elements per range: about range_elements(p) elements, and a multiple of 8
+/// groups, so that every range's first element is a multiple of 8 (its codes start on a byte).
+inline std::uint64_t group_step(const par_t& p, std::uint64_t len) {
+  const std::uint64_t groups = range_elements(p) / len;
+  return groups < 8 ? 8 : groups / 8 * 8;
+}
+
+/// Calls body(first, last) for the ranges [first, last) of `step` units that cover [0, n), the
+/// last one possibly shorter, on p's threads, and returns the sum of body's results (counts).
+/// body must not throw: an exception cannot leave an OpenMP region.
+template <class Body>
+std::size_t parallel_sum([[maybe_unused]] const par_t& p, std::uint64_t n, std::uint64_t step,
+                         Body&& body) {
+  const std::int64_t ranges = static_cast<std::int64_t>((n + step - 1) / step);
+  if (ranges <= 1) // no team for a single range
+    return ranges == 0 ? 0 : body(std::uint64_t{0}, n);
+  std::size_t total = 0;
+#if defined(_OPENMP)
+  const int threads = p.threads == 0 ? omp_get_max_threads() : static_cast<int>(p.threads);
+#pragma omp parallel for schedule(static) num_threads(threads) reduction(+ : total)
+#endif
+  for (std::int64_t r = 0; r < ranges; ++r) {
+    const std::uint64_t first = static_cast<std::uint64_t>(r) * step;
+    const std::uint64_t last = n - first < step ? n : first + step;
+    total += body(first, last);
+  }
+  return total;
+}
+
+/// parallel_sum for bodies that count nothing.
+template <class Body>
+void parallel_for(const par_t& p, std::uint64_t n, std::uint64_t step, Body&& body) {
+  parallel_sum(p, n, step, [&](std::uint64_t first, std::uint64_t last) -> std::size_t {
+    body(first, last);
+    return 0;
+  });
+}
+
+} // namespace commpress::cpu::detail

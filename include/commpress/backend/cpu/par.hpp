@@ -1,0 +1,584 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// The codecs under cpu::par: several threads, the same bytes as cpu::seq (issue 7).
+///
+/// An operation runs in parallel where the body splits into ranges of elements (or of whole
+/// groups, or of random-k strata) whose bytes sit at offsets known up front, so each range is
+/// written by one thread with seq's expressions; ranges are cut as detail/parallel.hpp
+/// describes, independently of the thread count. What runs in parallel:
+/// - identity, cast: encode, decode, decode_accumulate and roundtrip (seq's own loops, each on
+///   an element range; the NaN/Inf count is the sum of the ranges' counts);
+/// - sign: encode and roundtrip over ranges of whole blocks; a single group (per-tensor scale)
+///   splits its canonical sum over the 32 outer lanes of canonical_chunked_sum, so the sum is
+///   added in exactly seq's order; decode and decode_accumulate over element ranges;
+/// - quantize: decode and decode_accumulate over element ranges, every granularity;
+/// - random_k: encode, decode and decode_accumulate over ranges of strata.
+///
+/// Sequential (seq's code on the calling thread): quantize encode and roundtrip (until seq has
+/// an entry point for a range of groups, see codec_impl<quantize, cpu::par_t>), random_k
+/// roundtrip, every top_k operation (each row needs its own workspace of keys), sign blocks too
+/// long for two ranges of them, random_k with k = 0, and every tensor shorter than two ranges.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+#include "commpress/backend/cpu/cast.hpp"
+#include "commpress/backend/cpu/detail/element_io.hpp"
+#include "commpress/backend/cpu/detail/kernels.hpp"
+#include "commpress/backend/cpu/detail/parallel.hpp"
+#include "commpress/backend/cpu/identity.hpp"
+#include "commpress/backend/cpu/policy.hpp"
+#include "commpress/backend/cpu/quantize.hpp"
+#include "commpress/backend/cpu/random_k.hpp"
+#include "commpress/backend/cpu/sign.hpp"
+#include "commpress/backend/cpu/top_k.hpp"
+#include "commpress/core/canonical_sum.hpp"
+#include "commpress/core/context.hpp"
+#include "commpress/core/dtype.hpp"
+#include "commpress/core/math.hpp"
+#include "commpress/core/rng.hpp"
+#include "commpress/format/bit_packing.hpp"
+
+namespace commpress::detail {
+
+/// par entry points that run seq's on the calling thread.
+template <class C> struct par_sequential {
+  using seq = codec_impl<C, cpu::seq_t>;
+
+  static std::uint64_t workspace_bytes(const C& c, std::uint64_t n) {
+    return seq::workspace_bytes(c, n);
+  }
+
+  template <element T>
+  static std::size_t encode_body(const cpu::par_t&, const C& c, const context& ctx,
+                                 std::span<const T> in, unsigned char* body,
+                                 std::span<std::byte> ws) {
+    return seq::encode_body(cpu::seq, c, ctx, in, body, ws);
+  }
+
+  template <element T>
+  static void decode_body(const cpu::par_t&, const C& c, const payload_header& h,
+                          const unsigned char* body, std::span<T> out) {
+    seq::decode_body(cpu::seq, c, h, body, out);
+  }
+
+  static void accumulate_body(const cpu::par_t&, const C& c, const payload_header& h,
+                              const unsigned char* body, std::span<float> acc, float weight) {
+    seq::accumulate_body(cpu::seq, c, h, body, acc, weight);
+  }
+
+  static std::size_t roundtrip(const cpu::par_t&, const C& c, const context& ctx,
+                               std::span<float> x, std::span<std::byte> ws) {
+    return seq::roundtrip(cpu::seq, c, ctx, x, ws);
+  }
+};
+
+/// Codecs whose element i is bytes [W i, W (i + 1)) of the body and depends on x[i] alone: each
+/// operation is seq's on element ranges. seq's loops need no workspace and read nothing of the
+/// header, so each range gets an empty workspace and the whole tensor's header.
+template <class C, std::uint64_t W> struct par_elementwise {
+  using seq = codec_impl<C, cpu::seq_t>;
+
+  static std::uint64_t workspace_bytes(const C&, std::uint64_t) { return 0; }
+
+  template <element T>
+  static std::size_t encode_body(const cpu::par_t& p, const C& c, const context& ctx,
+                                 std::span<const T> in, unsigned char* body, std::span<std::byte>) {
+    return cpu::detail::parallel_sum(
+        p, in.size(), cpu::detail::range_elements(p), [&](std::uint64_t first, std::uint64_t last) {
+          return seq::encode_body(cpu::seq, c, ctx, in.subspan(first, last - first),
+                                  body + W * first, {});
+        });
+  }
+
+  template <element T>
+  static void decode_body(const cpu::par_t& p, const C& c, const payload_header& h,
+                          const unsigned char* body, std::span<T> out) {
+    cpu::detail::parallel_for(p, out.size(), cpu::detail::range_elements(p),
+                              [&](std::uint64_t first, std::uint64_t last) {
+                                seq::decode_body(cpu::seq, c, h, body + W * first,
+                                                 out.subspan(first, last - first));
+                              });
+  }
+
+  static void accumulate_body(const cpu::par_t& p, const C& c, const payload_header& h,
+                              const unsigned char* body, std::span<float> acc, float weight) {
+    cpu::detail::parallel_for(p, acc.size(), cpu::detail::range_elements(p),
+                              [&](std::uint64_t first, std::uint64_t last) {
+                                seq::accumulate_body(cpu::seq, c, h, body + W * first,
+                                                     acc.subspan(first, last - first), weight);
+                              });
+  }
+
+  static std::size_t roundtrip(const cpu::par_t& p, const C& c, const context& ctx,
+                               std::span<float> x, std::span<std::byte>) {
+    return cpu::detail::parallel_sum(
+        p, x.size(), cpu::detail::range_elements(p), [&](std::uint64_t first, std::uint64_t last) {
+          return seq::roundtrip(cpu::seq, c, ctx, x.subspan(first, last - first), {});
+        });
+  }
+};
+
+/// identity: 4 bytes (fp32) per element.
+template <> struct codec_impl<identity, cpu::par_t> : par_elementwise<identity, 4> {};
+
+/// cast: one 2-byte code per element.
+template <> struct codec_impl<cast, cpu::par_t> : par_elementwise<cast, 2> {};
+
+template <> struct codec_impl<sign, cpu::par_t> {
+  using seq = codec_impl<sign, cpu::seq_t>;
+
+  static std::uint64_t workspace_bytes(const sign&, std::uint64_t) { return 0; }
+
+  template <element T>
+  static std::size_t encode_body(const cpu::par_t& p, const sign& c, const context& ctx,
+                                 std::span<const T> in, unsigned char* body,
+                                 std::span<std::byte> ws) {
+    const std::uint64_t n = in.size();
+    if (!cpu::detail::splits(p, n))
+      return seq::encode_body(cpu::seq, c, ctx, in, body, ws);
+    if (c.groups(n) == 1)
+      return encode_single(p, c, ctx, in, body);
+    return cpu::detail::parallel_sum(p, c.groups(n), cpu::detail::group_step(p, c.group_length(n)),
+                                     [&](std::uint64_t g0, std::uint64_t g1) {
+                                       return encode_groups(c, ctx, in, body, g0, g1);
+                                     });
+  }
+
+  template <element T>
+  static void decode_body(const cpu::par_t& p, const sign& c, const payload_header& h,
+                          const unsigned char* body, std::span<T> out) {
+    const std::uint64_t n = out.size();
+    if (!cpu::detail::splits(p, n))
+      return seq::decode_body(cpu::seq, c, h, body, out);
+    cpu::detail::parallel_for(
+        p, n, cpu::detail::range_elements(p), [&](std::uint64_t first, std::uint64_t last) {
+          decode_range(c, n, body, first, last,
+                       [&](std::uint64_t i, float v) { out[i] = from_float<T>(v); });
+        });
+  }
+
+  static void accumulate_body(const cpu::par_t& p, const sign& c, const payload_header& h,
+                              const unsigned char* body, std::span<float> acc, float weight) {
+    const std::uint64_t n = acc.size();
+    if (!cpu::detail::splits(p, n))
+      return seq::accumulate_body(cpu::seq, c, h, body, acc, weight);
+    cpu::detail::parallel_for(
+        p, n, cpu::detail::range_elements(p), [&](std::uint64_t first, std::uint64_t last) {
+          decode_range(c, n, body, first, last, [&](std::uint64_t i, float v) {
+            acc[i] = add_rn(acc[i], mul_rn(weight, v));
+          });
+        });
+  }
+
+  static std::size_t roundtrip(const cpu::par_t& p, const sign& c, const context& ctx,
+                               std::span<float> x, std::span<std::byte> ws) {
+    const std::uint64_t n = x.size();
+    if (!cpu::detail::splits(p, n))
+      return seq::roundtrip(cpu::seq, c, ctx, x, ws);
+    const nonfinite_policy policy = ctx.on_nonfinite;
+    if (c.groups(n) == 1) {
+      std::size_t bad = 0;
+      const double sum =
+          chunked_sum(p, n, bad, [&](std::uint64_t first, std::uint64_t m, std::size_t& count) {
+            return canonical_sum(m, [&](std::uint64_t i) {
+              return c.scale_term(screen(x[first + i], policy, count));
+            });
+          });
+      const float s = c.scale_from_sum(sum, n);
+      cpu::detail::parallel_for(
+          p, n, cpu::detail::range_elements(p), [&](std::uint64_t first, std::uint64_t last) {
+            std::size_t recount = 0; // counted with the sum
+            for (std::uint64_t i = first; i < last; ++i)
+              x[i] = sign::decode_value(sign::encode_bit(screen(x[i], policy, recount)), s);
+          });
+      return bad;
+    }
+    const std::uint64_t len = c.group_length(n);
+    return cpu::detail::parallel_sum(
+        p, c.groups(n), cpu::detail::group_step(p, len), [&](std::uint64_t g0, std::uint64_t g1) {
+          std::size_t bad = 0;
+          std::size_t recount = 0;
+          for (std::uint64_t g = g0; g < g1; ++g) {
+            const std::uint64_t first = g * len;
+            const std::uint64_t m = n - first < len ? n - first : len;
+            const float s = seq::group_scale(
+                c, m, [&](std::uint64_t i) { return screen(x[first + i], policy, bad); });
+            for (std::uint64_t i = first; i < first + m; ++i)
+              x[i] = sign::decode_value(sign::encode_bit(screen(x[i], policy, recount)), s);
+          }
+          return bad;
+        });
+  }
+
+private:
+  /// cpu::detail::sign_group for c's scale and ctx's policy: writes the bits of m fp32 elements
+  /// from `bits` and returns the canonical chunked sum of their terms.
+  static double sum_and_bits(const sign& c, const context& ctx, const float* x, std::uint64_t m,
+                             unsigned char* bits, std::size_t& bad) {
+    using cpu::detail::sign_group;
+    const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
+    if (c.scale == sign_scale::rms)
+      return zero ? sign_group<true, true>(x, m, bits, bad)
+                  : sign_group<true, false>(x, m, bits, bad);
+    return zero ? sign_group<false, true>(x, m, bits, bad)
+                : sign_group<false, false>(x, m, bits, bad);
+  }
+
+  /// Packs the bits of elements [first, last), first a multiple of 8.
+  template <element T>
+  static void pack_bits(const context& ctx, std::span<const T> in, std::uint64_t first,
+                        std::uint64_t last, unsigned char* bits) {
+    std::size_t recount = 0; // counted with the scales
+    for (std::uint64_t i = first; i < last; i += 8) {
+      const unsigned cnt = last - i < 8 ? static_cast<unsigned>(last - i) : 8u;
+      std::uint32_t codes[8];
+      for (unsigned j = 0; j < cnt; ++j)
+        codes[j] = sign::encode_bit(screen(to_float(in[i + j]), ctx.on_nonfinite, recount));
+      pack_group(codes, cnt, 1, bits + i / 8);
+    }
+  }
+
+  /// Scales and bits of groups [g0, g1), g0 a multiple of 8 so their bits start on a byte:
+  /// seq's loops restricted to those groups.
+  template <element T>
+  static std::size_t encode_groups(const sign& c, const context& ctx, std::span<const T> in,
+                                   unsigned char* body, std::uint64_t g0, std::uint64_t g1) {
+    const std::uint64_t n = in.size();
+    const std::uint64_t len = c.group_length(n);
+    unsigned char* bits = body + 4 * c.groups(n);
+    std::size_t bad = 0;
+    if constexpr (std::is_same_v<T, float>) {
+      if (len % 8 == 0) {
+        for (std::uint64_t g = g0; g < g1; ++g) {
+          const std::uint64_t first = g * len;
+          const std::uint64_t m = n - first < len ? n - first : len;
+          const double sum = sum_and_bits(c, ctx, in.data() + first, m, bits + first / 8, bad);
+          cpu::detail::store_word<float>(body + 4 * g, c.scale_from_sum(sum, m));
+        }
+        return bad;
+      }
+    }
+    for (std::uint64_t g = g0; g < g1; ++g) {
+      const std::uint64_t first = g * len;
+      const std::uint64_t m = n - first < len ? n - first : len;
+      const float s = seq::group_scale(c, m, [&](std::uint64_t i) {
+        return screen(to_float(in[first + i]), ctx.on_nonfinite, bad);
+      });
+      cpu::detail::store_word<float>(body + 4 * g, s);
+    }
+    pack_bits(ctx, in, g0 * len, std::min(g1 * len, n), bits);
+    return bad;
+  }
+
+  /// One group over the whole tensor: its chunks' sums and bits on p's threads.
+  template <element T>
+  static std::size_t encode_single(const cpu::par_t& p, const sign& c, const context& ctx,
+                                   std::span<const T> in, unsigned char* body) {
+    const std::uint64_t n = in.size();
+    unsigned char* bits = body + 4;
+    std::size_t bad = 0;
+    const double sum =
+        chunked_sum(p, n, bad, [&](std::uint64_t first, std::uint64_t m, std::size_t& count) {
+          if constexpr (std::is_same_v<T, float>) {
+            // One chunk: sign_group's outer sum is that chunk's canonical sum.
+            return sum_and_bits(c, ctx, in.data() + first, m, bits + first / 8, count);
+          } else {
+            pack_bits(ctx, in, first, first + m, bits);
+            return canonical_sum(m, [&](std::uint64_t i) {
+              return c.scale_term(screen(to_float(in[first + i]), ctx.on_nonfinite, count));
+            });
+          }
+        });
+    cpu::detail::store_word<float>(body, c.scale_from_sum(sum, n));
+    return bad;
+  }
+
+  /// canonical_chunked_sum of a group of m terms with its chunks on p's threads. Outer lane j
+  /// adds the sums of chunks j, j + 32, j + 64, ... in that order, as canonical_chunked_sum
+  /// does, and one thread runs each lane, so the lanes and their fixed tree are seq's bits.
+  /// chunk_sum(first, len, bad) returns the canonical sum of the terms [first, first + len).
+  template <class ChunkSum>
+  static double chunked_sum(const cpu::par_t& p, std::uint64_t m, std::size_t& bad,
+                            ChunkSum&& chunk_sum) {
+    const std::uint64_t chunks = ceil_div(m, canonical_chunk);
+    double lane[canonical_lanes] = {};
+    bad += cpu::detail::parallel_sum(p, canonical_lanes, 1, [&](std::uint64_t j, std::uint64_t) {
+      std::size_t count = 0;
+      for (std::uint64_t k = j; k < chunks; k += canonical_lanes) {
+        const std::uint64_t first = k * canonical_chunk;
+        lane[j] += chunk_sum(first, std::min(m - first, canonical_chunk), count);
+      }
+      return count;
+    });
+    return fold_lanes(lane);
+  }
+
+  /// Calls visit(i, value) for the elements [first, last) of an n-element body.
+  template <class Visit>
+  static void decode_range(const sign& c, std::uint64_t n, const unsigned char* body,
+                           std::uint64_t first, std::uint64_t last, Visit&& visit) {
+    const std::uint64_t len = c.group_length(n);
+    const unsigned char* bits = body + 4 * c.groups(n);
+    for (std::uint64_t i = first; i < last;) {
+      const std::uint64_t g = i / len;
+      const std::uint64_t end = std::min(last, (g + 1) * len);
+      const float s = cpu::detail::load_word<float>(body + 4 * g);
+      for (; i < end; ++i)
+        visit(i, sign::decode_value(unpack_one(bits, i, 1), s));
+    }
+  }
+};
+
+/// Encode and roundtrip are seq's: a group's record is known only once the group is read, and
+/// seq has no entry point for a range of groups yet. Once codec_impl<quantize, cpu::seq_t> has
+/// one (records and codes of groups [g0, g1), g0 a multiple of 8, returning the NaN/Inf
+/// count), block granularity becomes `parallel_sum(p, c.n_groups(n), group_step(p, c.group),
+/// ...)` over it, as sign's encode_body does.
+template <> struct codec_impl<quantize, cpu::par_t> : par_sequential<quantize> {
+  template <element T>
+  static void decode_body(const cpu::par_t& p, const quantize& c, const payload_header& h,
+                          const unsigned char* body, std::span<T> out) {
+    const std::uint64_t n = out.size();
+    if (!cpu::detail::splits(p, n))
+      return seq::decode_body(cpu::seq, c, h, body, out);
+    dispatch(c, [&](auto b, auto r) {
+      cpu::detail::parallel_for(p, n, cpu::detail::range_elements(p),
+                                [&](std::uint64_t first, std::uint64_t last) {
+                                  decode_range<decltype(b)::value, decltype(r)::value, false>(
+                                      c, n, body, first, last, out.data(), 1.0f);
+                                });
+    });
+  }
+
+  static void accumulate_body(const cpu::par_t& p, const quantize& c, const payload_header& h,
+                              const unsigned char* body, std::span<float> acc, float weight) {
+    const std::uint64_t n = acc.size();
+    if (!cpu::detail::splits(p, n))
+      return seq::accumulate_body(cpu::seq, c, h, body, acc, weight);
+    dispatch(c, [&](auto b, auto r) {
+      cpu::detail::parallel_for(p, n, cpu::detail::range_elements(p),
+                                [&](std::uint64_t first, std::uint64_t last) {
+                                  decode_range<decltype(b)::value, decltype(r)::value, true>(
+                                      c, n, body, first, last, acc.data(), weight);
+                                });
+    });
+  }
+
+private:
+  /// Calls f(bits, range) with each as a std::integral_constant.
+  template <class F> static void dispatch(const quantize& c, F&& f) {
+    const auto with_range = [&](auto b) {
+      if (c.range == quant_range::symmetric)
+        return f(b, std::integral_constant<quant_range, quant_range::symmetric>{});
+      return f(b, std::integral_constant<quant_range, quant_range::asymmetric>{});
+    };
+    switch (c.bits) {
+    case 1:
+      return with_range(std::integral_constant<unsigned, 1>{});
+    case 2:
+      return with_range(std::integral_constant<unsigned, 2>{});
+    case 3:
+      return with_range(std::integral_constant<unsigned, 3>{});
+    case 4:
+      return with_range(std::integral_constant<unsigned, 4>{});
+    case 5:
+      return with_range(std::integral_constant<unsigned, 5>{});
+    case 6:
+      return with_range(std::integral_constant<unsigned, 6>{});
+    case 7:
+      return with_range(std::integral_constant<unsigned, 7>{});
+    default:
+      return with_range(std::integral_constant<unsigned, 8>{}); // can_implement: <= 8
+    }
+  }
+
+  template <quant_range R>
+  static quantize::record load_record(const unsigned char* body, std::uint64_t g) {
+    if constexpr (R == quant_range::symmetric)
+      return {cpu::detail::load_word<float>(body + 4 * g), 0.0f};
+    return {cpu::detail::load_word<float>(body + 8 * g),
+            cpu::detail::load_word<float>(body + 8 * g + 4)};
+  }
+
+  /// Elements [first, last) of an n-element body, first a multiple of 8: out = value, or
+  /// out += weight * value when Accumulate. Codes are unpacked code_chunk at a time; symmetric
+  /// fp32 runs of one group take the kernels seq's decode_fast takes, everything else
+  /// quantize::decode_value, as seq's decode_each: the same expressions, so the same bits.
+  template <unsigned B, quant_range R, bool Accumulate, class T>
+  static void decode_range(const quantize& c, std::uint64_t n, const unsigned char* body,
+                           std::uint64_t first, std::uint64_t last, T* out, float weight) {
+    using cpu::detail::code_chunk;
+    const unsigned char* codes = body + c.n_groups(n) * c.record_bytes();
+    const bool column = c.granularity == scale_granularity::column;
+    const std::uint64_t len = c.granularity == scale_granularity::tensor ? n : c.group;
+    const auto put = [&](std::uint64_t i, float v) {
+      if constexpr (Accumulate) {
+        out[i] = add_rn(out[i], mul_rn(weight, v));
+      } else {
+        out[i] = from_float<T>(v);
+      }
+    };
+    if constexpr (R == quant_range::symmetric && std::is_same_v<T, float>) {
+      if (!column && (len % 8 == 0 || len == n)) { // seq's decode_fast, group by group
+        const bool stream = !Accumulate && 4 * n >= cpu::detail::streaming_store_min_bytes &&
+                            reinterpret_cast<std::uintptr_t>(out) % 64 == 0 &&
+                            (len % 16 == 0 || len == n) && first % 16 == 0;
+        for (std::uint64_t s = first; s < last;) {
+          const std::uint64_t g = s / len;
+          const std::uint64_t e = std::min(last, (g + 1) * len);
+          const float scale = load_record<R>(body, g).a;
+          const std::uint64_t whole = s + (e - s) / 8 * 8;
+          if (stream)
+            cpu::detail::sym_decode_packed<B, Accumulate, true>(codes + s / 8 * B, whole - s, scale,
+                                                                weight, out + s);
+          else
+            cpu::detail::sym_decode_packed<B, Accumulate, false>(codes + s / 8 * B, whole - s,
+                                                                 scale, weight, out + s);
+          for (std::uint64_t i = whole; i < e; ++i) // the tensor's last, partial group of eight
+            put(i, quantize::decode_value(R, B, unpack_one(codes, i, B), {scale, 0.0f}));
+          s = e;
+        }
+        if (stream)
+          cpu::detail::streaming_store_fence(); // this thread's stores, before the join
+        return;
+      }
+    }
+    alignas(64) std::uint8_t code[code_chunk];
+    for (std::uint64_t i = first; i < last; i += code_chunk) {
+      const std::uint64_t m = std::min<std::uint64_t>(last - i, code_chunk);
+      const std::uint64_t whole = m / 8 * 8;
+      cpu::detail::unpack_codes<B>(codes + i / 8 * B, whole, code);
+      for (std::uint64_t j = whole; j < m; ++j) // the tensor's last, partial group of eight
+        code[j] = static_cast<std::uint8_t>(unpack_one(codes, i + j, B));
+      if (column) {
+        for (std::uint64_t j = 0; j < m; ++j)
+          put(i + j,
+              quantize::decode_value(R, B, code[j], load_record<R>(body, (i + j) % c.group)));
+        continue;
+      }
+      for (std::uint64_t j = 0; j < m;) {
+        const std::uint64_t g = (i + j) / len;
+        const std::uint64_t end = std::min(m, (g + 1) * len - i);
+        const quantize::record rec = load_record<R>(body, g);
+        if constexpr (R == quant_range::symmetric && std::is_same_v<T, float>) {
+          if constexpr (Accumulate) {
+            cpu::detail::sym_accumulate<B>(code + j, end - j, rec.a, weight, out + i + j);
+          } else {
+            cpu::detail::sym_decode<B>(code + j, end - j, rec.a, out + i + j);
+          }
+        } else {
+          for (std::uint64_t k = j; k < end; ++k)
+            put(i + k, quantize::decode_value(R, B, code[k], rec));
+        }
+        j = end;
+      }
+    }
+  }
+};
+
+template <> struct codec_impl<random_k, cpu::par_t> : par_sequential<random_k> {
+  template <element T>
+  static std::size_t encode_body(const cpu::par_t& p, const random_k& c, const context& ctx,
+                                 std::span<const T> in, unsigned char* body,
+                                 std::span<std::byte> ws) {
+    const std::uint64_t n = in.size();
+    const std::uint64_t k = c.kept(n);
+    if (!cpu::detail::splits(p, n) || k == 0)
+      return seq::encode_body(cpu::seq, c, ctx, in, body, ws);
+    const rng_key key = ctx.key();
+    const std::uint64_t vb = c.value_bytes();
+    return cpu::detail::parallel_sum(
+        p, k, strata_step(p, n, k), [&](std::uint64_t j0, std::uint64_t j1) {
+          std::size_t bad = 0;
+          std::size_t counted = 0; // the kept elements are counted with their strata
+          for_strata(
+              c, n, key, ctx.step, j0, j1,
+              [&](std::uint64_t j, std::uint64_t start, std::uint64_t size, std::uint64_t i) {
+                for (std::uint64_t e = start; e < start + size; ++e)
+                  bad += is_finite(to_float(in[e])) ? 0u : 1u;
+                const float v = screen(to_float(in[i]), ctx.on_nonfinite, counted);
+                const std::uint32_t code = c.encode_value(v);
+                if (vb == 4) {
+                  cpu::detail::store_word<std::uint32_t>(body + j * vb, code);
+                } else {
+                  cpu::detail::store_word<std::uint16_t>(body + j * vb,
+                                                         static_cast<std::uint16_t>(code));
+                }
+              });
+          return bad;
+        });
+  }
+
+  template <element T>
+  static void decode_body(const cpu::par_t& p, const random_k& c, const payload_header& h,
+                          const unsigned char* body, std::span<T> out) {
+    const std::uint64_t n = out.size();
+    const std::uint64_t k = c.kept(n);
+    if (!cpu::detail::splits(p, n) || k == 0)
+      return seq::decode_body(cpu::seq, c, h, body, out);
+    const rng_key key = make_rng_key(h.seed, h.tensor_id);
+    cpu::detail::parallel_for(p, k, strata_step(p, n, k), [&](std::uint64_t j0, std::uint64_t j1) {
+      for_strata(c, n, key, h.step, j0, j1,
+                 [&](std::uint64_t j, std::uint64_t start, std::uint64_t size, std::uint64_t i) {
+                   std::fill(out.begin() + static_cast<std::ptrdiff_t>(start),
+                             out.begin() + static_cast<std::ptrdiff_t>(start + size),
+                             from_float<T>(0.0f));
+                   out[i] = from_float<T>(c.decode_kept(load_value(c, body, j), size));
+                 });
+    });
+  }
+
+  static void accumulate_body(const cpu::par_t& p, const random_k& c, const payload_header& h,
+                              const unsigned char* body, std::span<float> acc, float weight) {
+    const std::uint64_t n = acc.size();
+    const std::uint64_t k = c.kept(n);
+    if (!cpu::detail::splits(p, n) || k == 0)
+      return seq::accumulate_body(cpu::seq, c, h, body, acc, weight);
+    const rng_key key = make_rng_key(h.seed, h.tensor_id);
+    cpu::detail::parallel_for(p, k, strata_step(p, n, k), [&](std::uint64_t j0, std::uint64_t j1) {
+      for_strata(c, n, key, h.step, j0, j1,
+                 [&](std::uint64_t j, std::uint64_t, std::uint64_t size, std::uint64_t i) {
+                   const float v = c.decode_kept(load_value(c, body, j), size);
+                   acc[i] = add_rn(acc[i], mul_rn(weight, v));
+                 });
+    });
+  }
+
+private:
+  /// Strata per range: about range_elements(p) elements' worth, at least one.
+  static std::uint64_t strata_step(const cpu::par_t& p, std::uint64_t n, std::uint64_t k) {
+    const std::uint64_t strata = cpu::detail::range_elements(p) / ceil_div(n, k);
+    return strata == 0 ? 1 : strata;
+  }
+
+  /// Calls visit(j, start, size, kept index) for the strata [j0, j1) of k = c.kept(n), as seq's
+  /// for_each_stratum does for all of them.
+  template <class Visit>
+  static void for_strata(const random_k& c, std::uint64_t n, rng_key key, std::uint64_t step,
+                         std::uint64_t j0, std::uint64_t j1, Visit&& visit) {
+    const std::uint64_t k = c.kept(n);
+    std::uint64_t start = random_k::stratum_start(j0, n, k);
+    for (std::uint64_t j = j0; j < j1; ++j) {
+      const std::uint64_t end = random_k::stratum_start(j + 1, n, k);
+      visit(j, start, end - start, random_k::pick(start, end - start, random_u32(key, step, j)));
+      start = end;
+    }
+  }
+
+  static std::uint32_t load_value(const random_k& c, const unsigned char* body, std::uint64_t j) {
+    const unsigned char* q = body + j * c.value_bytes();
+    return c.value_bytes() == 4 ? cpu::detail::load_word<std::uint32_t>(q)
+                                : cpu::detail::load_word<std::uint16_t>(q);
+  }
+};
+
+template <> struct codec_impl<top_k, cpu::par_t> : par_sequential<top_k> {};
+
+} // namespace commpress::detail
