@@ -127,11 +127,10 @@ template <class Storage> struct feedback_ops<loco<Storage>> {
     if constexpr (std::is_same_v<Storage, store_f32>) {
       // fp32 state with a symmetric block quantizer: one pass over g and e (issue 7), updating
       // the stored error in place with the rule below.
+      // Branch-free, so that the block loop vectorizes.
       const auto update = [keep, take](float fresh, float& e) {
-        if (!is_finite(fresh))
-          return true;
         const float v = keep == 0.0f ? fresh : add_rn(mul_rn(keep, e), mul_rn(take, fresh));
-        const bool ok = is_finite(v);
+        const bool ok = is_finite(fresh) & is_finite(v);
         e = ok ? v : e;
         return !ok;
       };
