@@ -130,9 +130,9 @@ template <class Storage> struct feedback_ops<loco<Storage>> {
       // Branch-free, so that the block loop vectorizes.
       const auto update = [keep, take](float fresh, float& e) {
         const float v = keep == 0.0f ? fresh : add_rn(mul_rn(keep, e), mul_rn(take, fresh));
-        const bool ok = is_finite(fresh) & is_finite(v);
-        e = ok ? v : e;
-        return !ok;
+        const unsigned ok = (is_finite(fresh) ? 1u : 0u) & (is_finite(v) ? 1u : 0u);
+        e = ok != 0 ? v : e;
+        return ok == 0;
       };
       if (const auto fused = fused_quantize_step(p, c, ctx, in, st.storage().values(), out, update))
         return finish(*fused);
