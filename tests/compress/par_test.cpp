@@ -64,7 +64,9 @@ std::vector<float> sample(std::size_t n, bool nonfinite, std::uint32_t stream = 
 }
 
 template <class T> bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(T) * a.size()) == 0;
+  // memcmp may not be given the null data() of an empty vector, even for 0 bytes.
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), sizeof(T) * a.size()) == 0);
 }
 
 /// Encodes, decodes (as T and as fp32), accumulates and roundtrips with seq and with each
