@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <utility>
@@ -30,6 +31,19 @@ struct timed {
   std::function<void()> run;
   std::function<void()> prepare = {};
 };
+
+/// Elements per benchmark row: COMMPRESS_BENCH_N, or 64 Mi (far beyond every cache).
+inline std::size_t bench_elements() {
+  const char* env = std::getenv("COMMPRESS_BENCH_N");
+  return env != nullptr ? static_cast<std::size_t>(std::strtoull(env, nullptr, 10))
+                        : std::size_t{1} << 26;
+}
+
+/// Iterations of a row: its own count, or COMMPRESS_BENCH_ITERS when set (quick runs).
+inline int bench_iterations(int own) {
+  const char* env = std::getenv("COMMPRESS_BENCH_ITERS");
+  return env != nullptr ? std::atoi(env) : own;
+}
 
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

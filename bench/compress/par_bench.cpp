@@ -34,6 +34,8 @@
 #include "commpress/codec_ops.hpp"
 
 namespace cp = commpress;
+using commpress_bench::bench_elements;
+using commpress_bench::bench_iterations;
 using commpress_bench::gaussian_input;
 using commpress_bench::run_interleaved;
 using commpress_bench::scratch;
@@ -42,12 +44,6 @@ using commpress_bench::timed;
 
 namespace {
 
-std::size_t elements() {
-  const char* env = std::getenv("COMMPRESS_BENCH_N");
-  return env != nullptr ? static_cast<std::size_t>(std::strtoull(env, nullptr, 10))
-                        : std::size_t{1} << 26;
-}
-
 /// The team cpu::par forks by default (1 without OpenMP).
 int omp_threads() {
 #if defined(_OPENMP)
@@ -55,11 +51,6 @@ int omp_threads() {
 #else
   return 1;
 #endif
-}
-
-int iterations() {
-  const char* env = std::getenv("COMMPRESS_BENCH_ITERS");
-  return env != nullptr ? std::atoi(env) : 15;
 }
 
 // Scratch slots: one per output, so the policies of a row write to separate pre-faulted
@@ -73,7 +64,7 @@ template <class F> void add(const std::string& name, F fn) {
     s.SetLabel(speedups);
     fn(s);
   });
-  b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(iterations());
+  b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(bench_iterations(15));
 }
 
 const unsigned char* body_of(std::span<const std::byte> p) {
@@ -125,7 +116,7 @@ std::pair<timed, timed> decode_fns(const std::string& tag, const Policy& p, cons
 }
 
 void register_all() {
-  const std::size_t n = elements();
+  const std::size_t n = bench_elements();
 
   add("par/cast/bf16/encode", [n](benchmark::State& s) {
     const auto x = gaussian_input(n);
@@ -168,7 +159,7 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv))
     return 1;
   benchmark::AddCustomContext("page_policy", commpress_bench::page_policy());
-  benchmark::AddCustomContext("elements", std::to_string(elements()));
+  benchmark::AddCustomContext("elements", std::to_string(bench_elements()));
   benchmark::AddCustomContext("par_threads", std::to_string(omp_threads()));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -39,6 +39,8 @@
 #include "commpress/pipeline/pipeline.hpp"
 
 namespace cp = commpress;
+using commpress_bench::bench_elements;
+using commpress_bench::bench_iterations;
 using commpress_bench::gaussian_input;
 using commpress_bench::run_interleaved;
 using commpress_bench::scratch;
@@ -46,12 +48,6 @@ using commpress_bench::scratch_floats;
 using commpress_bench::timed;
 
 namespace {
-
-std::size_t elements() {
-  const char* env = std::getenv("COMMPRESS_BENCH_N");
-  return env != nullptr ? static_cast<std::size_t>(std::strtoull(env, nullptr, 10))
-                        : std::size_t{1} << 26;
-}
 
 // Scratch slots: each benchmark re-requests what it needs, so sizes only grow.
 enum slot : int {
@@ -175,23 +171,17 @@ void with_label(benchmark::internal::Benchmark* b) {
   b->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 
-/// Iterations of a row: its own count, or COMMPRESS_BENCH_ITERS when set (quick runs).
-int iterations(int own) {
-  const char* env = std::getenv("COMMPRESS_BENCH_ITERS");
-  return env != nullptr ? std::atoi(env) : own;
-}
-
 template <class F> void add(const std::string& name, const std::string& goals, int iters, F fn) {
   auto* b = benchmark::RegisterBenchmark(name.c_str(), [fn, goals](benchmark::State& s) {
     s.SetLabel(goals);
     fn(s);
   });
   with_label(b);
-  b->Iterations(iterations(iters));
+  b->Iterations(bench_iterations(iters));
 }
 
 void register_all() {
-  const std::size_t n = elements();
+  const std::size_t n = bench_elements();
 
   // --- cast ------------------------------------------------------------------------------------
   for (auto [name, to] : {std::pair{"cast/bf16", cp::dtype::bf16}, {"cast/f16", cp::dtype::f16}})
@@ -347,7 +337,7 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv))
     return 1;
   benchmark::AddCustomContext("page_policy", commpress_bench::page_policy());
-  benchmark::AddCustomContext("elements", std::to_string(elements()));
+  benchmark::AddCustomContext("elements", std::to_string(bench_elements()));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -48,6 +48,13 @@ concept hashes_body = requires(const Policy& p, const Codec& c, const context& c
   { Impl::encode_body(p, c, ctx, in, body, ws, sum) } -> std::same_as<std::size_t>;
 };
 
+/// Refuses an output span too small for a payload with a body of `body` bytes.
+inline void check_payload_room(std::span<const std::byte> out, std::uint64_t body) {
+  COMMPRESS_EXPECTS(out.size() >= format::header_bytes + body, errc::buffer_too_small, "encode",
+                    "output holds " + std::to_string(out.size()) + " bytes, the payload needs " +
+                        std::to_string(format::header_bytes + body));
+}
+
 /// Number of NaN/Inf elements in `in`.
 template <element T> std::size_t count_nonfinite(std::span<const T> in) {
   std::size_t bad = 0;
@@ -88,9 +95,7 @@ encode_result encode(const Policy& policy, const C& c, const context& ctx, std::
   const std::uint64_t n = in.size();
   detail::check_can_implement(c, n);
   const std::uint64_t body = c.body_bytes(n);
-  COMMPRESS_EXPECTS(out.size() >= format::header_bytes + body, errc::buffer_too_small, "encode",
-                    "output holds " + std::to_string(out.size()) + " bytes, the payload needs " +
-                        std::to_string(format::header_bytes + body));
+  detail::check_payload_room(out, body);
   COMMPRESS_EXPECTS(workspace.size() >= impl::workspace_bytes(c, n), errc::buffer_too_small,
                     "encode", "workspace smaller than workspace_bytes()");
   if (ctx.on_nonfinite == nonfinite_policy::fail) {
@@ -99,16 +104,7 @@ encode_result encode(const Policy& policy, const C& c, const context& ctx, std::
                       std::to_string(bad) + " NaN/Inf input elements");
   }
   auto* body_ptr = reinterpret_cast<unsigned char*>(out.data() + format::header_bytes);
-  payload_header h;
-  h.codec = C::id;
-  h.element = dtype_of_v<T>;
-  h.count = n;
-  h.body_bytes = body;
-  h.seed = ctx.seed;
-  h.step = ctx.step;
-  h.tensor_id = ctx.tensor_id;
-  h.params = c.params();
-  format::write_header(h, out.data());
+  format::write_header(format::header_of(c, ctx, dtype_of_v<T>, n), out.data());
   std::size_t nonfinite = 0;
   if constexpr (detail::hashes_body<impl, Policy, C, T>) {
     format::body_checksum sum(out.data() + format::header_bytes, body,
@@ -170,21 +166,11 @@ encode_result roundtrip(const Policy& policy, const C& c, const context& ctx, st
   if constexpr (detail::has_custom_roundtrip<C, Policy>) {
     return {0, impl::roundtrip(policy, c, ctx, x, workspace)};
   } else {
-    const std::uint64_t body = c.body_bytes(n);
     const std::uint64_t own = impl::workspace_bytes(c, n);
     auto* body_ptr = reinterpret_cast<unsigned char*>(workspace.data() + own);
     const std::size_t nonfinite = impl::encode_body(policy, c, ctx, std::span<const float>(x),
                                                     body_ptr, workspace.first(own));
-    payload_header h;
-    h.codec = C::id;
-    h.element = dtype::f32;
-    h.count = n;
-    h.body_bytes = body;
-    h.seed = ctx.seed;
-    h.step = ctx.step;
-    h.tensor_id = ctx.tensor_id;
-    h.params = c.params();
-    impl::decode_body(policy, c, h, body_ptr, x);
+    impl::decode_body(policy, c, format::header_of(c, ctx, dtype::f32, n), body_ptr, x);
     return {0, nonfinite};
   }
 }

@@ -12,7 +12,6 @@
 #include <cstddef>
 #include <optional>
 #include <span>
-#include <string>
 #include <type_traits>
 
 #include "commpress/backend/cpu/quantize.hpp"
@@ -37,19 +36,8 @@ std::optional<step_result> fused_quantize_step(const Policy&, const C& c, const 
     const std::uint64_t n = in.size();
     check_can_implement(c, n);
     const std::uint64_t body = c.body_bytes(n);
-    COMMPRESS_EXPECTS(out.size() >= format::header_bytes + body, errc::buffer_too_small, "encode",
-                      "output holds " + std::to_string(out.size()) + " bytes, the payload needs " +
-                          std::to_string(format::header_bytes + body));
-    payload_header h;
-    h.codec = quantize::id;
-    h.element = dtype::f32;
-    h.count = n;
-    h.body_bytes = body;
-    h.seed = ctx.seed;
-    h.step = ctx.step;
-    h.tensor_id = ctx.tensor_id;
-    h.params = c.params();
-    format::write_header(h, out.data());
+    check_payload_room(out, body);
+    format::write_header(format::header_of(c, ctx, dtype::f32, n), out.data());
     format::body_checksum sum(out.data() + format::header_bytes, body,
                               impl::ordered_body_from(c, n));
     std::size_t held = 0;

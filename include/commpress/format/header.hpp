@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 
+#include "commpress/core/context.hpp"
 #include "commpress/core/dtype.hpp"
 #include "commpress/core/error.hpp"
 #include "commpress/format/crc32c.hpp"
@@ -137,6 +138,22 @@ inline std::uint32_t payload_checksum(const std::byte* header, const std::byte* 
                                       std::size_t body_bytes) {
   return chain_chunk_crcs(commpress::detail::crc32c(header, crc_offset), body, body_bytes, 0,
                           checksum_chunks(body_bytes));
+}
+
+/// @brief The header of codec c's payload of n elements of `element` encoded with ctx (the CPU
+/// and CUDA encoders write this one).
+template <class C>
+payload_header header_of(const C& c, const context& ctx, dtype element, std::uint64_t n) {
+  payload_header h;
+  h.codec = C::id;
+  h.element = element;
+  h.count = n;
+  h.body_bytes = c.body_bytes(n);
+  h.seed = ctx.seed;
+  h.step = ctx.step;
+  h.tensor_id = ctx.tensor_id;
+  h.params = c.params();
+  return h;
 }
 
 /// @brief Stores a payload checksum at bytes 60..63.

@@ -348,7 +348,7 @@ template <> struct codec_impl<quantize, cpu::par_t> : par_sequential<quantize> {
     const std::uint64_t n = out.size();
     if (!cpu::detail::splits(p, n))
       return seq::decode_body(cpu::seq, c, h, body, out);
-    dispatch(c, [&](auto b, auto r) {
+    dispatch_quantize(c, [&](auto b, auto r, auto) {
       cpu::detail::parallel_for(p, n, cpu::detail::range_elements(p),
                                 [&](std::uint64_t first, std::uint64_t last) {
                                   decode_range<decltype(b)::value, decltype(r)::value, false>(
@@ -362,7 +362,7 @@ template <> struct codec_impl<quantize, cpu::par_t> : par_sequential<quantize> {
     const std::uint64_t n = acc.size();
     if (!cpu::detail::splits(p, n))
       return seq::accumulate_body(cpu::seq, c, h, body, acc, weight);
-    dispatch(c, [&](auto b, auto r) {
+    dispatch_quantize(c, [&](auto b, auto r, auto) {
       cpu::detail::parallel_for(p, n, cpu::detail::range_elements(p),
                                 [&](std::uint64_t first, std::uint64_t last) {
                                   decode_range<decltype(b)::value, decltype(r)::value, true>(
@@ -372,33 +372,6 @@ template <> struct codec_impl<quantize, cpu::par_t> : par_sequential<quantize> {
   }
 
 private:
-  /// Calls f(bits, range) with each as a std::integral_constant.
-  template <class F> static void dispatch(const quantize& c, F&& f) {
-    const auto with_range = [&](auto b) {
-      if (c.range == quant_range::symmetric)
-        return f(b, std::integral_constant<quant_range, quant_range::symmetric>{});
-      return f(b, std::integral_constant<quant_range, quant_range::asymmetric>{});
-    };
-    switch (c.bits) {
-    case 1:
-      return with_range(std::integral_constant<unsigned, 1>{});
-    case 2:
-      return with_range(std::integral_constant<unsigned, 2>{});
-    case 3:
-      return with_range(std::integral_constant<unsigned, 3>{});
-    case 4:
-      return with_range(std::integral_constant<unsigned, 4>{});
-    case 5:
-      return with_range(std::integral_constant<unsigned, 5>{});
-    case 6:
-      return with_range(std::integral_constant<unsigned, 6>{});
-    case 7:
-      return with_range(std::integral_constant<unsigned, 7>{});
-    default:
-      return with_range(std::integral_constant<unsigned, 8>{}); // can_implement: <= 8
-    }
-  }
-
   template <quant_range R>
   static quantize::record load_record(const unsigned char* body, std::uint64_t g) {
     if constexpr (R == quant_range::symmetric)

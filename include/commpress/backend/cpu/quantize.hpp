@@ -36,6 +36,39 @@
 
 namespace commpress::detail {
 
+/// Calls f(bits, range, stochastic) with each as a std::integral_constant: every quantize loop
+/// is instantiated for compile-time values (cpu::seq and cpu::par).
+template <class F> void dispatch_quantize(const quantize& c, F&& f) {
+  const auto with_bits = [&](auto r, auto s) {
+    switch (c.bits) {
+    case 1:
+      return f(std::integral_constant<unsigned, 1>{}, r, s);
+    case 2:
+      return f(std::integral_constant<unsigned, 2>{}, r, s);
+    case 3:
+      return f(std::integral_constant<unsigned, 3>{}, r, s);
+    case 4:
+      return f(std::integral_constant<unsigned, 4>{}, r, s);
+    case 5:
+      return f(std::integral_constant<unsigned, 5>{}, r, s);
+    case 6:
+      return f(std::integral_constant<unsigned, 6>{}, r, s);
+    case 7:
+      return f(std::integral_constant<unsigned, 7>{}, r, s);
+    default:
+      return f(std::integral_constant<unsigned, 8>{}, r, s); // can_implement: <= 8
+    }
+  };
+  const auto with_round = [&](auto r) {
+    if (c.round == rounding::stochastic)
+      return with_bits(r, std::true_type{});
+    return with_bits(r, std::false_type{});
+  };
+  if (c.range == quant_range::symmetric)
+    return with_round(std::integral_constant<quant_range, quant_range::symmetric>{});
+  return with_round(std::integral_constant<quant_range, quant_range::asymmetric>{});
+}
+
 template <> struct codec_impl<quantize, cpu::seq_t> {
   static std::uint64_t workspace_bytes(const quantize&, std::uint64_t) { return 0; }
 
@@ -59,7 +92,7 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
   template <element T>
   static void decode_body(const cpu::seq_t&, const quantize& c, const payload_header&,
                           const unsigned char* body, std::span<T> out) {
-    dispatch(c, [&](auto b, auto r, auto) {
+    dispatch_quantize(c, [&](auto b, auto r, auto) {
       if constexpr (decltype(r)::value == sym && std::is_same_v<T, float>) {
         if (decode_fast<decltype(b)::value, false>(c, out.size(), body, out.data(), 1.0f))
           return;
@@ -71,7 +104,7 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
 
   static void accumulate_body(const cpu::seq_t&, const quantize& c, const payload_header&,
                               const unsigned char* body, std::span<float> acc, float weight) {
-    dispatch(c, [&](auto b, auto r, auto) {
+    dispatch_quantize(c, [&](auto b, auto r, auto) {
       if constexpr (decltype(r)::value == sym) {
         if (decode_fast<decltype(b)::value, true>(c, acc.size(), body, acc.data(), weight))
           return;
@@ -85,7 +118,7 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
   static std::size_t roundtrip(const cpu::seq_t&, const quantize& c, const context& ctx,
                                std::span<float> x, std::span<std::byte>) {
     std::size_t bad = 0;
-    dispatch(c, [&](auto b, auto r, auto s) {
+    dispatch_quantize(c, [&](auto b, auto r, auto s) {
       bad = roundtrip_impl<decltype(b)::value, decltype(r)::value, decltype(s)::value>(c, ctx, x);
     });
     return bad;
@@ -125,7 +158,7 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
                                format::body_checksum& sum, Update update = {}) {
     std::size_t bad = 0;
     const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
-    dispatch(c, [&](auto b, auto, auto s) {
+    dispatch_quantize(c, [&](auto b, auto, auto s) {
       bad = zero ? encode_ef_impl<decltype(b)::value, decltype(s)::value, true>(
                        c, ctx, g, e, n, body, held, sum, update)
                  : encode_ef_impl<decltype(b)::value, decltype(s)::value, false>(
@@ -141,43 +174,11 @@ private:
   static std::size_t encode_any(const quantize& c, const context& ctx, std::span<const T> in,
                                 unsigned char* body, format::body_checksum* sum) {
     std::size_t bad = 0;
-    dispatch(c, [&](auto b, auto r, auto s) {
+    dispatch_quantize(c, [&](auto b, auto r, auto s) {
       bad =
           encode<decltype(b)::value, decltype(r)::value, decltype(s)::value>(c, ctx, in, body, sum);
     });
     return bad;
-  }
-
-  /// Calls f(bits, range, stochastic) with each as a std::integral_constant.
-  template <class F> static void dispatch(const quantize& c, F&& f) {
-    const auto with_bits = [&](auto r, auto s) {
-      switch (c.bits) {
-      case 1:
-        return f(std::integral_constant<unsigned, 1>{}, r, s);
-      case 2:
-        return f(std::integral_constant<unsigned, 2>{}, r, s);
-      case 3:
-        return f(std::integral_constant<unsigned, 3>{}, r, s);
-      case 4:
-        return f(std::integral_constant<unsigned, 4>{}, r, s);
-      case 5:
-        return f(std::integral_constant<unsigned, 5>{}, r, s);
-      case 6:
-        return f(std::integral_constant<unsigned, 6>{}, r, s);
-      case 7:
-        return f(std::integral_constant<unsigned, 7>{}, r, s);
-      default:
-        return f(std::integral_constant<unsigned, 8>{}, r, s); // can_implement: <= 8
-      }
-    };
-    const auto with_round = [&](auto r) {
-      if (c.round == rounding::stochastic)
-        return with_bits(r, std::true_type{});
-      return with_bits(r, std::false_type{});
-    };
-    if (c.range == sym)
-      return with_round(std::integral_constant<quant_range, sym>{});
-    return with_round(std::integral_constant<quant_range, quant_range::asymmetric>{});
   }
 
   /// Folds v into a group's statistics: absmax (symmetric) or min and max (asymmetric). The

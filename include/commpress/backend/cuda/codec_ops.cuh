@@ -62,17 +62,9 @@ struct expectation {
 
 template <class C, class T>
 header_image make_header(const C& c, const context& ctx, std::uint64_t n) {
-  payload_header h;
-  h.codec = C::id;
-  h.element = dtype_of_v<T>;
-  h.count = n;
-  h.body_bytes = c.body_bytes(n);
-  h.seed = ctx.seed;
-  h.step = ctx.step;
-  h.tensor_id = ctx.tensor_id;
-  h.params = c.params();
   header_image img;
-  format::write_header(h, reinterpret_cast<std::byte*>(img.b));
+  format::write_header(format::header_of(c, ctx, dtype_of_v<T>, n),
+                       reinterpret_cast<std::byte*>(img.b));
   return img;
 }
 
