@@ -411,9 +411,11 @@ private:
           if (stream)
             cpu::detail::sym_decode_packed<B, Accumulate, true>(codes + s / 8 * B, whole - s, scale,
                                                                 weight, out + s);
-          else
-            cpu::detail::sym_decode_packed<B, Accumulate, false>(codes + s / 8 * B, whole - s,
-                                                                 scale, weight, out + s);
+          else // an accumulator is read: prefetched ahead within this range
+            cpu::detail::sym_decode_packed<B, Accumulate, false>(
+                codes + s / 8 * B, whole - s, scale, weight, out + s,
+                Accumulate ? cpu::detail::prefetch_stream{out + s, out + last}
+                           : cpu::detail::prefetch_stream{});
           for (std::uint64_t i = whole; i < e; ++i) // the tensor's last, partial group of eight
             put(i, quantize::decode_value(R, B, unpack_one(codes, i, B), {scale, 0.0f}));
           s = e;

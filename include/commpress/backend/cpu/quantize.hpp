@@ -12,9 +12,10 @@
 ///
 /// Symmetric per-block and per-tensor groups of fp32 take the streaming kernels of
 /// detail/kernels.hpp (issue 7): an integer absmax reduction, codes computed 256 at a time and
-/// packed eight at a time, Philox blocks generated 64 at a time, and a software prefetch of the
-/// block after next. A group holding a NaN or Inf, or not starting on a multiple of 8, takes the
-/// element-wise path; both paths compute the same expressions, so the bytes are the same.
+/// packed eight at a time, Philox blocks generated 64 at a time, and a software prefetch 8 KiB
+/// ahead of every pass that reads from memory. A group holding a NaN or Inf, or not starting on a
+/// multiple of 8, takes the element-wise path; both paths compute the same expressions, so the
+/// bytes are the same.
 
 #include <cstddef>
 #include <cstdint>
@@ -123,6 +124,9 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
     });
     return bad;
   }
+
+  /// Groups up to this many elements are still in L1 when the code pass reads them again.
+  static constexpr std::size_t l1_group = 4096;
 
   /// Largest block the fused error-feedback step keeps on the stack.
   static constexpr std::uint32_t fused_max_block = 4096;
@@ -288,24 +292,25 @@ private:
   /// handles. begin is a multiple of 8; a short tail goes through pack_run and `buf`.
   template <unsigned B, bool S, class Progress>
   static bool encode_fast(const float* x, std::size_t n, std::size_t begin, std::size_t end,
-                          std::size_t len, uniform_stream& u, unsigned char* body, std::size_t g,
+                          uniform_stream& u, unsigned char* body, std::size_t g,
                           unsigned char* codes, std::uint32_t (&buf)[8], Progress&& progress) {
     using namespace cpu::detail;
-    if (len == 1024 && end + 2 * len <= n)
-      prefetch_page(x + end + len); // the block after next (see prefetch_page)
-    const std::uint32_t key = max_magnitude_bits(x + begin, end - begin);
+    const std::uint32_t key = max_magnitude_bits(x + begin, end - begin, {x + begin, x + n});
     if (key >= 0x7f800000u)
       return false;
     const float s0 = bits_to_float(key);
     store_record<sym>(body, g, quantize::make_record(sym, B, s0, 0.0f));
     const quantize::coder k = quantize::make_coder(sym, B, s0, 0.0f);
     const std::size_t whole = begin + (end - begin) / 8 * 8;
+    // The code pass finds a block in L1; a larger group (per tensor) it reads from memory again.
+    const bool reread = end - begin > l1_group;
     alignas(64) std::uint32_t words[S ? code_chunk : 1];
     for (std::size_t i = begin; i < whole; i += code_chunk) {
       const std::size_t m = whole - i < code_chunk ? whole - i : code_chunk;
       if constexpr (S)
         philox_words(u.key, u.step, i >> 2, (m + 3) / 4, words);
-      sym_encode<B, S>(x + i, m, k.inv, words, codes + i / 8 * B);
+      sym_encode<B, S>(x + i, m, k.inv, words, codes + i / 8 * B,
+                       reread ? prefetch_stream{x + i, x + n} : prefetch_stream{});
       progress(i + m);
     }
     pack_run<B>(whole, end, buf, codes,
@@ -331,18 +336,8 @@ private:
       const std::size_t end = n - begin < len ? n : begin + len;
       const std::size_t m = end - begin;
       sum.written(codes_at + begin / 8 * B); // the groups before this one
-      if (len == 1024 && end + 2 * len <= n) {
-        prefetch_page(g + end + len);
-        prefetch_page(e + end + len);
-      }
-      std::uint32_t nonfinite = 0;
-      for (std::size_t j = 0; j < m; ++j) {
-        std::uint32_t bits;
-        std::memcpy(&bits, g + begin + j, 4);
-        const bool nf = (bits & 0x7fffffffu) >= 0x7f800000u;
-        nonfinite += nf ? 1u : 0u;
-        h[j] = (Zero && nf ? 0.0f : g[begin + j]) + e[begin + j];
-      }
+      const std::uint32_t nonfinite =
+          add_screened<Zero>(g + begin, e + begin, m, h, {g + begin, g + n});
       bad += nonfinite;
       const std::uint32_t key = max_magnitude_bits(h, m);
       float s0 = bits_to_float(key);
@@ -367,7 +362,7 @@ private:
           const std::size_t mm = m - i < code_chunk ? m - i : code_chunk;
           if constexpr (S)
             philox_words(u.key, u.step, (begin + i) >> 2, (mm + 3) / 4, words);
-          sym_encode<B, S>(h + i, mm, k.inv, words, packed + i / 8 * B);
+          sym_encode<B, S>(h + i, mm, k.inv, words, packed + i / 8 * B, {e + begin + i, e + n});
         }
         sym_decode_packed<B, true, false>(packed, m, rec.a, -1.0f, h);
         std::uint32_t kept = 0;
@@ -434,9 +429,10 @@ private:
       if (stream)
         sym_decode_packed<B, Accumulate, true>(codes + begin / 8 * B, whole - begin, scale, weight,
                                                out + begin);
-      else
-        sym_decode_packed<B, Accumulate, false>(codes + begin / 8 * B, whole - begin, scale, weight,
-                                                out + begin);
+      else // an accumulator is read: prefetched ahead
+        sym_decode_packed<B, Accumulate, false>(
+            codes + begin / 8 * B, whole - begin, scale, weight, out + begin,
+            Accumulate ? prefetch_stream{out + begin, out + n} : prefetch_stream{});
       for (std::size_t i = whole; i < end; ++i) {
         const float v = quantize::decode_value(sym, B, unpack_one(codes, i, B), {scale, 0.0f});
         out[i] = Accumulate ? add_rn(out[i], mul_rn(weight, v)) : v;
@@ -506,7 +502,7 @@ private:
         const std::size_t end = n - begin < len ? n : begin + len;
         if constexpr (R == sym && std::is_same_v<T, float>) {
           if ((begin & 7u) == 0 &&
-              encode_fast<B, S>(in.data(), n, begin, end, len, u, body, g, codes, buf, progress))
+              encode_fast<B, S>(in.data(), n, begin, end, u, body, g, codes, buf, progress))
             continue;
         }
         float s0 = stat0_init<R>();

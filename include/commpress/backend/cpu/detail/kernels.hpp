@@ -17,7 +17,9 @@
 /// - codes are computed into a small byte buffer and packed eight at a time with the code
 ///   width a compile-time constant;
 /// - Philox blocks are generated structure-of-arrays, 64 at a time, so the 32x32->64-bit
-///   multiplies become vector multiplies.
+///   multiplies become vector multiplies;
+/// - the passes that read from memory prefetch one line per 16 elements, 8 KiB ahead, so the
+///   requests keep flowing across 4 KiB pages and while a block is being coded.
 
 #include <algorithm>
 #include <cmath>
@@ -42,18 +44,46 @@ namespace commpress::cpu::detail {
 /// Elements per chunk of the code kernels: their byte buffers stay in L1.
 inline constexpr std::size_t code_chunk = 256;
 
+/// How far ahead of the element being read the streaming kernels prefetch: 2048 floats
+/// (8 KiB, two pages). Each kernel asks for one cache line per 16 elements it reads, so the
+/// requests are spread evenly over the pass instead of bunched at the start of a block; the
+/// hardware prefetcher alone stops at every 4 KiB page, which is exactly one block of 1024 floats
+/// (perf.md B2).
+inline constexpr std::size_t prefetch_ahead = 2048;
+
+/// An array that a pass reading element i of it (or of an array it walks in step with) asks
+/// to have element i + prefetch_ahead in cache, while that is below `end`. The default
+/// prefetches nothing (a pass over data already in L1).
+struct prefetch_stream {
+  const float* base = nullptr;
+  const float* end = nullptr;
+
+  COMMPRESS_FORCEINLINE void operator()(std::size_t i) const {
+#if defined(__GNUC__) || defined(__clang__)
+    if (end - base > static_cast<std::ptrdiff_t>(i + prefetch_ahead))
+      __builtin_prefetch(base + i + prefetch_ahead, 0, 3);
+#else
+    (void)i;
+#endif
+  }
+};
+
 /// Largest |x| bit pattern (x's bits with the sign cleared) of x[0..n): the key of the largest
-/// magnitude, >= 0x7f800000 iff some element is NaN or Inf.
-inline std::uint32_t max_magnitude_bits(const float* COMMPRESS_RESTRICT x, std::size_t n) {
+/// magnitude, >= 0x7f800000 iff some element is NaN or Inf. Calls prefetch(i) once per 16
+/// elements.
+inline std::uint32_t max_magnitude_bits(const float* COMMPRESS_RESTRICT x, std::size_t n,
+                                        prefetch_stream prefetch = {}) {
   std::uint32_t m[16] = {};
   std::size_t i = 0;
-  for (; i + 16 <= n; i += 16)
+  for (; i + 16 <= n; i += 16) {
+    prefetch(i);
     for (unsigned j = 0; j < 16; ++j) {
       std::uint32_t u;
       std::memcpy(&u, x + i + j, 4);
       u &= 0x7fffffffu;
       m[j] = u > m[j] ? u : m[j];
     }
+  }
   std::uint32_t r = 0;
   for (; i < n; ++i) {
     std::uint32_t u;
@@ -64,19 +94,6 @@ inline std::uint32_t max_magnitude_bits(const float* COMMPRESS_RESTRICT x, std::
   for (std::uint32_t v : m)
     r = v > r ? v : r;
   return r;
-}
-
-/// Asks for the 4 KiB that start at p to be brought into the cache. Blocks of 1024 floats are
-/// exactly one page, where the hardware prefetcher stops; fetching the block after next by
-/// hand recovers about 1.7x (perf.md B2).
-COMMPRESS_FORCEINLINE void prefetch_page(const void* p) {
-#if defined(__GNUC__) || defined(__clang__)
-  const char* c = static_cast<const char*>(p);
-  for (unsigned off = 0; off < 4096; off += 64)
-    __builtin_prefetch(c + off, 0, 3);
-#else
-  (void)p;
-#endif
 }
 
 /// Symmetric nearest-rounding codes of m elements: quantize::encode_nearest with coder
@@ -269,15 +286,18 @@ COMMPRESS_FORCEINLINE __m512i sym_code16_stochastic(const float* x, __m512 inv,
 }
 
 /// Symmetric codes of m elements (m a multiple of 64) packed at out: sym_codes_nearest (or,
-/// with words, sym_codes_stochastic) followed by pack_codes, 64 elements per step.
+/// with words, sym_codes_stochastic) followed by pack_codes, 64 elements per step; prefetch(i)
+/// once per 16 elements.
 template <unsigned B, bool Stochastic>
 COMMPRESS_FORCEINLINE void sym_encode64(const float* COMMPRESS_RESTRICT x, std::size_t m, float inv,
                                         const std::uint32_t* COMMPRESS_RESTRICT words,
-                                        unsigned char* COMMPRESS_RESTRICT out) {
+                                        unsigned char* COMMPRESS_RESTRICT out,
+                                        prefetch_stream prefetch) {
   const __m512 vinv = _mm512_set1_ps(inv);
   for (std::size_t i = 0; i < m; i += 64) {
     __m512i c[4];
     for (unsigned q = 0; q < 4; ++q) {
+      prefetch(i + 16 * q);
       if constexpr (Stochastic)
         c[q] = sym_code16_stochastic<B>(x + i + 16 * q, vinv, words + i + 16 * q);
       else
@@ -292,7 +312,8 @@ COMMPRESS_FORCEINLINE void sym_encode64(const float* COMMPRESS_RESTRICT x, std::
 /// 64-byte aligned), so a large output costs no read for ownership.
 template <unsigned B, bool Accumulate, bool Stream>
 COMMPRESS_FORCEINLINE void sym_decode64(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m,
-                                        float scale, float weight, float* COMMPRESS_RESTRICT out) {
+                                        float scale, float weight, float* COMMPRESS_RESTRICT out,
+                                        prefetch_stream prefetch) {
   const __m512i offset = _mm512_set1_epi32((1 << (B - 1)) - 1);
   const __m512 vscale = _mm512_set1_ps(scale);
   const __m512 vweight = _mm512_set1_ps(weight);
@@ -307,6 +328,8 @@ COMMPRESS_FORCEINLINE void sym_decode64(const unsigned char* COMMPRESS_RESTRICT 
       _mm512_storeu_ps(o, v);
   };
   for (std::size_t i = 0; i < m; i += 64) {
+    for (unsigned q = 0; q < 4; ++q)
+      prefetch(i + 16 * q);
     const __m512i bytes = load_packed64<B>(in + i / 8 * B);
     sixteen(_mm512_castsi512_si128(bytes), out + i);
     sixteen(_mm512_extracti32x4_epi32(bytes, 1), out + i + 16);
@@ -446,18 +469,22 @@ COMMPRESS_FORCEINLINE void sym_accumulate(const std::uint8_t* COMMPRESS_RESTRICT
 
 /// Symmetric codes of m elements (m a multiple of 8, at most code_chunk) packed at out:
 /// sym_codes_nearest, or with Stochastic sym_codes_stochastic on words[0..m), then pack_codes.
+/// prefetch(i) once per 16 elements where the AVX-512 kernel runs.
 template <unsigned B, bool Stochastic>
 COMMPRESS_FORCEINLINE void sym_encode(const float* COMMPRESS_RESTRICT x, std::size_t m, float inv,
                                       const std::uint32_t* COMMPRESS_RESTRICT words,
-                                      unsigned char* COMMPRESS_RESTRICT out) {
+                                      unsigned char* COMMPRESS_RESTRICT out,
+                                      prefetch_stream prefetch = {}) {
   std::size_t i = 0;
 #if defined(COMMPRESS_CPU_AVX512)
   if constexpr (avx512_codes<B>) {
     i = m / 64 * 64;
-    sym_encode64<B, Stochastic>(x, i, inv, words, out);
+    sym_encode64<B, Stochastic>(x, i, inv, words, out, prefetch);
     if (i == m)
       return;
   }
+#else
+  (void)prefetch;
 #endif
   alignas(64) std::uint8_t c[code_chunk];
   if constexpr (Stochastic)
@@ -469,17 +496,19 @@ COMMPRESS_FORCEINLINE void sym_encode(const float* COMMPRESS_RESTRICT x, std::si
 
 /// Decodes m symmetric codes (m a multiple of 8) packed at in: out = deQ, or out += weight *
 /// deQ when Accumulate (sym_decode / sym_accumulate). Stream: see sym_decode64; the caller
-/// fences.
+/// fences. prefetch(i) once per 16 elements where the AVX-512 kernel runs.
 template <unsigned B, bool Accumulate, bool Stream>
-COMMPRESS_FORCEINLINE void sym_decode_packed(const unsigned char* COMMPRESS_RESTRICT in,
-                                             std::size_t m, float scale, float weight,
-                                             float* COMMPRESS_RESTRICT out) {
+COMMPRESS_FORCEINLINE void
+sym_decode_packed(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m, float scale,
+                  float weight, float* COMMPRESS_RESTRICT out, prefetch_stream prefetch = {}) {
   std::size_t i = 0;
 #if defined(COMMPRESS_CPU_AVX512)
   if constexpr (avx512_codes<B>) {
     i = m / 64 * 64;
-    sym_decode64<B, Accumulate, Stream>(in, i, scale, weight, out);
+    sym_decode64<B, Accumulate, Stream>(in, i, scale, weight, out, prefetch);
   }
+#else
+  (void)prefetch;
 #endif
   alignas(64) std::uint8_t code[code_chunk];
   for (; i < m; i += code_chunk) {
@@ -490,6 +519,41 @@ COMMPRESS_FORCEINLINE void sym_decode_packed(const unsigned char* COMMPRESS_REST
     else
       sym_decode<B>(code, len, scale, out + i);
   }
+}
+
+/// Error feedback's first step over m elements: h = screen(g) + e, where screen maps a NaN or
+/// Inf g to 0 when Zero and keeps it otherwise; prefetch(j) once per 16 elements. Returns the
+/// number of non-finite g.
+template <bool Zero>
+COMMPRESS_FORCEINLINE std::uint32_t
+add_screened(const float* COMMPRESS_RESTRICT g, const float* COMMPRESS_RESTRICT e, std::size_t m,
+             float* COMMPRESS_RESTRICT h, prefetch_stream prefetch) {
+  std::uint32_t nonfinite = 0;
+  std::size_t j = 0;
+#if defined(COMMPRESS_CPU_AVX512)
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf = _mm512_set1_epi32(0x7f800000);
+  for (; j + 16 <= m; j += 16) {
+    prefetch(j);
+    __m512 gv = _mm512_loadu_ps(g + j);
+    const __mmask16 nf =
+        _mm512_cmpge_epu32_mask(_mm512_and_si512(_mm512_castps_si512(gv), magnitude), inf);
+    if constexpr (Zero)
+      gv = _mm512_mask_mov_ps(gv, nf, _mm512_setzero_ps());
+    _mm512_storeu_ps(h + j, _mm512_add_ps(gv, _mm512_loadu_ps(e + j)));
+    nonfinite += static_cast<std::uint32_t>(__builtin_popcount(nf));
+  }
+#else
+  (void)prefetch;
+#endif
+  for (; j < m; ++j) {
+    std::uint32_t bits;
+    std::memcpy(&bits, g + j, 4);
+    const bool nf = (bits & 0x7fffffffu) >= 0x7f800000u;
+    nonfinite += nf ? 1u : 0u;
+    h[j] = (Zero && nf ? 0.0f : g[j]) + e[j];
+  }
+  return nonfinite;
 }
 
 /// Makes non-temporal stores visible before the kernel returns.
