@@ -168,8 +168,10 @@ TEST_SUITE("compress") {
             CAPTURE(k);
             CAPTURE(zero_nonfinite);
             std::vector<std::uint32_t> ws(d);
+            std::vector<unsigned char> bitmap((d + 7) / 8, 0);
             std::size_t bad = 0;
-            const auto kept = cd::top_k_sampled(x.data(), d, k, zero_nonfinite, ws.data(), bad);
+            const auto kept =
+                cd::top_k_sampled(x.data(), d, k, zero_nonfinite, ws.data(), bad, bitmap.data());
             if (kept.index == nullptr) {
               CHECK(bad == 0);
               // Smooth data, with or without a few NaN/Inf, never needs the full method; with
@@ -187,6 +189,11 @@ TEST_SUITE("compress") {
               wrong_bits += kept.bits[j] != (zero ? 0u : b); // zeroed to +0
             }
             CHECK(wrong_bits == 0);
+            // The bitmap marks exactly the kept elements (rejected candidates cleared).
+            std::vector<unsigned char> want_bitmap((d + 7) / 8, 0);
+            for (std::uint32_t i : want)
+              want_bitmap[i / 8] = static_cast<unsigned char>(want_bitmap[i / 8] | 1u << (i % 8));
+            CHECK(bitmap == want_bitmap);
           }
         }
       }

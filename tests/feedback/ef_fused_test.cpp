@@ -23,10 +23,10 @@ namespace cp = commpress;
 TEST_SUITE("feedback") {
   TEST_CASE("ef: the fused quantize step writes the payload and residual of encode, "
             "decode_accumulate(-1) and the finite-only copy") {
-    const std::size_t n = 5 * 1024 + 12; // a short last block whose tail is not 8 codes
-    for (unsigned bits : {2u, 4u, 8u})
+    const std::size_t n = 5 * 1024 + 12;   // a short last block whose tail is not 8 codes
+    for (unsigned bits : {2u, 3u, 4u, 8u}) // 3: the portable code loops
       for (auto round : {cp::rounding::nearest, cp::rounding::stochastic})
-        for (std::uint32_t group : {128u, 1024u})
+        for (std::uint32_t group : {72u, 128u, 1024u}) // 72: one vector step and a tail of 8
           for (auto policy :
                {cp::nonfinite_policy::propagate, cp::nonfinite_policy::zero_and_count}) {
             CAPTURE(bits);

@@ -30,14 +30,14 @@ template <> struct codec_impl<cast, cpu::seq_t> {
 
   /// encode_body, hashing the body a slice at a time while the slice is in cache.
   template <element T>
-  static std::size_t encode_body(const cpu::seq_t& p, const cast& c, const context& ctx,
-                                 std::span<const T> in, unsigned char* body,
-                                 std::span<std::byte> ws, format::body_checksum& sum) {
+  static std::size_t encode_body(const cpu::seq_t&, const cast& c, const context& ctx,
+                                 std::span<const T> in, unsigned char* body, std::span<std::byte>,
+                                 format::body_checksum& sum) {
     constexpr std::size_t slice = format::checksum_chunk_bytes / 2; // elements per chunk
     std::size_t bad = 0;
     for (std::size_t i = 0; i < in.size(); i += slice) {
       const std::size_t m = std::min(slice, in.size() - i);
-      bad += encode_body(p, c, ctx, in.subspan(i, m), body + 2 * i, ws);
+      bad += encode_range(c, ctx, in, i, m, body);
       sum.written(2 * (i + m));
     }
     return bad;
@@ -46,20 +46,7 @@ template <> struct codec_impl<cast, cpu::seq_t> {
   template <element T>
   static std::size_t encode_body(const cpu::seq_t&, const cast& c, const context& ctx,
                                  std::span<const T> in, unsigned char* body, std::span<std::byte>) {
-    if constexpr (std::is_same_v<T, float>) {
-      const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
-      if (c.to == dtype::bf16)
-        return zero ? cpu::detail::cast_encode<true, true>(in.data(), in.size(), body)
-                    : cpu::detail::cast_encode<true, false>(in.data(), in.size(), body);
-      return zero ? cpu::detail::cast_encode<false, true>(in.data(), in.size(), body)
-                  : cpu::detail::cast_encode<false, false>(in.data(), in.size(), body);
-    } else {
-      std::size_t bad = 0;
-      for (std::size_t i = 0; i < in.size(); ++i)
-        cpu::detail::store_word<std::uint16_t>(
-            body + 2 * i, c.encode_value(screen(to_float(in[i]), ctx.on_nonfinite, bad)));
-      return bad;
-    }
+    return encode_range(c, ctx, in, 0, in.size(), body);
   }
 
   template <element T>
@@ -92,6 +79,31 @@ template <> struct codec_impl<cast, cpu::seq_t> {
     for (float& v : x)
       v = c.decode_value(c.encode_value(screen(v, ctx.on_nonfinite, bad)));
     return bad;
+  }
+
+private:
+  /// Codes of elements [first, first + m) of `in` into body (its element `first` at
+  /// body + 2 first); fp32 through the vector kernel, prefetching ahead within `in`.
+  template <element T>
+  static std::size_t encode_range(const cast& c, const context& ctx, std::span<const T> in,
+                                  std::size_t first, std::size_t m, unsigned char* body) {
+    unsigned char* const out = body + 2 * first;
+    if constexpr (std::is_same_v<T, float>) {
+      const float* const x = in.data() + first;
+      const cpu::detail::prefetch_stream ahead{x, in.data() + in.size()};
+      const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
+      if (c.to == dtype::bf16)
+        return zero ? cpu::detail::cast_encode<true, true>(x, m, out, ahead)
+                    : cpu::detail::cast_encode<true, false>(x, m, out, ahead);
+      return zero ? cpu::detail::cast_encode<false, true>(x, m, out, ahead)
+                  : cpu::detail::cast_encode<false, false>(x, m, out, ahead);
+    } else {
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < m; ++i)
+        cpu::detail::store_word<std::uint16_t>(
+            out + 2 * i, c.encode_value(screen(to_float(in[first + i]), ctx.on_nonfinite, bad)));
+      return bad;
+    }
   }
 };
 

@@ -336,10 +336,9 @@ private:
       const std::size_t end = n - begin < len ? n : begin + len;
       const std::size_t m = end - begin;
       sum.written(codes_at + begin / 8 * B); // the groups before this one
-      const std::uint32_t nonfinite =
-          add_screened<Zero>(g + begin, e + begin, m, h, {g + begin, g + n});
-      bad += nonfinite;
-      const std::uint32_t key = max_magnitude_bits(h, m);
+      const screened_sum sums = add_screened<Zero>(g + begin, e + begin, m, h, {g + begin, g + n});
+      bad += sums.nonfinite;
+      const std::uint32_t key = sums.max_bits;
       float s0 = bits_to_float(key);
       if (key >= 0x7f800000u) { // a NaN or Inf h: the element-wise statistics of encode
         s0 = 0.0f;
@@ -356,15 +355,15 @@ private:
       store_record<sym>(body, grp, rec);
       const quantize::coder k = quantize::make_coder(sym, B, s0, 0.0f);
       if (key < 0x7f800000u && m % 8 == 0) {
-        // Codes straight into the body, then h += -1 * deQ read back from it (L1-hot).
+        // Codes straight into the body, and h += -1 * deQ from the same codes.
         unsigned char* packed = codes + begin / 8 * B;
         for (std::size_t i = 0; i < m; i += code_chunk) {
           const std::size_t mm = m - i < code_chunk ? m - i : code_chunk;
           if constexpr (S)
             philox_words(u.key, u.step, (begin + i) >> 2, (mm + 3) / 4, words);
-          sym_encode<B, S>(h + i, mm, k.inv, words, packed + i / 8 * B, {e + begin + i, e + n});
+          sym_encode_error<B, S>(h + i, mm, k.inv, rec.a, words, packed + i / 8 * B,
+                                 {e + begin + i, e + n});
         }
-        sym_decode_packed<B, true, false>(packed, m, rec.a, -1.0f, h);
         std::uint32_t kept = 0;
         for (std::size_t j = 0; j < m; ++j)
           kept += update(h[j], e[begin + j]) ? 1u : 0u;

@@ -10,8 +10,9 @@
 /// is the tie rule of compress/top_k.hpp. O(d) per row. Rows of at least
 /// cpu::detail::sampled_top_k_min_row fp32 elements first try the sampled-threshold method of
 /// detail/top_k_select.hpp, which selects the same set, so writes the same bytes, in one
-/// streaming pass. Either way only the kept elements are written: the bitmap is cleared up
-/// front and the in-place roundtrip clears the rest of the row in bulk.
+/// streaming pass, which also writes a bitmap index 16 bits at a time. Either way only the kept
+/// elements are written: the bitmap is cleared up front and the in-place roundtrip clears the
+/// rest of the row in bulk.
 
 #include <algorithm>
 #include <bit>
@@ -59,12 +60,14 @@ template <> struct codec_impl<top_k, cpu::seq_t> {
       unsigned char* val = body + rows * ib + r * k * vb;
       if (bitmap)
         std::memset(idx, 0, ib);
-      const auto kept =
-          sampled_row(raw_row(in.data() + r * d), d, k, ctx.on_nonfinite, keys_of(ws), bad);
+      const auto kept = sampled_row(raw_row(in.data() + r * d), d, k, ctx.on_nonfinite, keys_of(ws),
+                                    bad, bitmap ? idx : nullptr);
       if (kept.index != nullptr) {
         write_kept(kept, k, bitmap, width, c.values, idx, val);
         continue;
       }
+      if (bitmap) // the sampled method may have marked candidates before it declined
+        std::memset(idx, 0, ib);
       std::uint64_t j = 0;
       select_row(
           d, k, keys_of(ws),
@@ -152,28 +155,25 @@ private:
   /// Long fp32 rows: the sampled-threshold method of detail/top_k_select.hpp (same selection,
   /// about 20x faster than nth_element over the row, perf.md B3). Nulls when it does not apply
   /// (fp16/bf16 input, short rows, k = 0 or d) or declined; the caller then runs select_row.
+  /// With a `bitmap` (cleared), the kept elements' bits are set in it (see top_k_sampled).
   static cpu::detail::sampled_top_k sampled_row(const float* raw, std::uint64_t d, std::uint64_t k,
                                                 nonfinite_policy policy, std::uint32_t* keys,
-                                                std::size_t& bad) {
+                                                std::size_t& bad, unsigned char* bitmap = nullptr) {
     if (raw == nullptr || k == 0 || k == d || d < cpu::detail::sampled_top_k_min_row)
       return {nullptr, nullptr};
     return cpu::detail::top_k_sampled(raw, d, k, policy == nonfinite_policy::zero_and_count, keys,
-                                      bad);
+                                      bad, bitmap);
   }
 
-  /// Writes a row's index and value sections from sampled_row's arrays, in loops of their own:
-  /// through a per-element callback, the byte stores (which may alias anything) made the
-  /// compiler reload the callback's state for every element, a quarter of the time at k = 10%.
+  /// Writes a row's index and value sections from sampled_row's arrays (a bitmap is already
+  /// written), in loops of their own: through a per-element callback, the byte stores (which
+  /// may alias anything) made the compiler reload the callback's state for every element, a
+  /// quarter of the time at k = 10%.
   static void write_kept(cpu::detail::sampled_top_k kept, std::uint64_t k, bool bitmap,
                          unsigned width, dtype values, unsigned char* idx, unsigned char* val) {
-    if (bitmap) {
-      for (std::uint64_t j = 0; j < k; ++j) {
-        const std::uint32_t i = kept.index[j];
-        idx[i / 8] = static_cast<unsigned char>(idx[i / 8] | (1u << (i % 8)));
-      }
-    } else if (width == 4) {
+    if (!bitmap && width == 4) {
       std::memcpy(idx, kept.index, 4 * k); // little-endian host, as element_io.hpp asserts
-    } else {
+    } else if (!bitmap) {
       for (std::uint64_t j = 0; j < k; ++j)
         store_index(idx + j * width, width, kept.index[j]);
     }

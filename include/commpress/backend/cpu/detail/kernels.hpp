@@ -285,6 +285,22 @@ COMMPRESS_FORCEINLINE __m512i sym_code16_stochastic(const float* x, __m512 inv,
   return _mm512_cvttps_epi32(c);
 }
 
+/// The symmetric codes of elements i .. i + 63 of x as four vectors of 16 int32 codes:
+/// sym_codes_nearest, or with Stochastic sym_codes_stochastic on words[i..i + 64);
+/// prefetch(i + 16 q) before the q-th vector.
+template <unsigned B, bool Stochastic>
+COMMPRESS_FORCEINLINE void sym_codes64(const float* x, std::size_t i, __m512 inv,
+                                       const std::uint32_t* words, prefetch_stream prefetch,
+                                       __m512i (&c)[4]) {
+  for (unsigned q = 0; q < 4; ++q) {
+    prefetch(i + 16 * q);
+    if constexpr (Stochastic)
+      c[q] = sym_code16_stochastic<B>(x + i + 16 * q, inv, words + i + 16 * q);
+    else
+      c[q] = sym_code16_nearest<B>(x + i + 16 * q, inv);
+  }
+}
+
 /// Symmetric codes of m elements (m a multiple of 64) packed at out: sym_codes_nearest (or,
 /// with words, sym_codes_stochastic) followed by pack_codes, 64 elements per step; prefetch(i)
 /// once per 16 elements.
@@ -296,14 +312,32 @@ COMMPRESS_FORCEINLINE void sym_encode64(const float* COMMPRESS_RESTRICT x, std::
   const __m512 vinv = _mm512_set1_ps(inv);
   for (std::size_t i = 0; i < m; i += 64) {
     __m512i c[4];
-    for (unsigned q = 0; q < 4; ++q) {
-      prefetch(i + 16 * q);
-      if constexpr (Stochastic)
-        c[q] = sym_code16_stochastic<B>(x + i + 16 * q, vinv, words + i + 16 * q);
-      else
-        c[q] = sym_code16_nearest<B>(x + i + 16 * q, vinv);
-    }
+    sym_codes64<B, Stochastic>(x, i, vinv, words, prefetch, c);
     store_packed64<B>(codes_to_bytes(c[0], c[1], c[2], c[3]), out + i / 8 * B);
+  }
+}
+
+/// sym_encode64 that also replaces h with its quantization error, h + (-1) * ((code - L) *
+/// scale), the operations of sym_decode64 accumulating with weight -1, from the codes still in
+/// registers.
+template <unsigned B, bool Stochastic>
+COMMPRESS_FORCEINLINE void
+sym_encode_error64(float* COMMPRESS_RESTRICT h, std::size_t m, float inv, float scale,
+                   const std::uint32_t* COMMPRESS_RESTRICT words,
+                   unsigned char* COMMPRESS_RESTRICT out, prefetch_stream prefetch) {
+  const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512i offset = _mm512_set1_epi32((1 << (B - 1)) - 1);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  const __m512 minus_one = _mm512_set1_ps(-1.0f);
+  for (std::size_t i = 0; i < m; i += 64) {
+    __m512i c[4];
+    sym_codes64<B, Stochastic>(h, i, vinv, words, prefetch, c);
+    store_packed64<B>(codes_to_bytes(c[0], c[1], c[2], c[3]), out + i / 8 * B);
+    for (unsigned q = 0; q < 4; ++q) {
+      const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c[q], offset)), vscale);
+      float* o = h + i + 16 * q;
+      _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), _mm512_mul_ps(minus_one, v)));
+    }
   }
 }
 
@@ -494,6 +528,33 @@ COMMPRESS_FORCEINLINE void sym_encode(const float* COMMPRESS_RESTRICT x, std::si
   pack_codes<B>(c, m - i, out + i / 8 * B);
 }
 
+/// sym_encode that also replaces h with its quantization error h + (-1) * deQ, as
+/// sym_accumulate with weight -1 computes it (error feedback's fresh error, fused).
+template <unsigned B, bool Stochastic>
+COMMPRESS_FORCEINLINE void
+sym_encode_error(float* COMMPRESS_RESTRICT h, std::size_t m, float inv, float scale,
+                 const std::uint32_t* COMMPRESS_RESTRICT words,
+                 unsigned char* COMMPRESS_RESTRICT out, prefetch_stream prefetch = {}) {
+  std::size_t i = 0;
+#if defined(COMMPRESS_CPU_AVX512)
+  if constexpr (avx512_codes<B>) {
+    i = m / 64 * 64;
+    sym_encode_error64<B, Stochastic>(h, i, inv, scale, words, out, prefetch);
+    if (i == m)
+      return;
+  }
+#else
+  (void)prefetch;
+#endif
+  alignas(64) std::uint8_t c[code_chunk];
+  if constexpr (Stochastic)
+    sym_codes_stochastic<B>(h + i, m - i, inv, words + i, c);
+  else
+    sym_codes_nearest<B>(h + i, m - i, inv, c);
+  pack_codes<B>(c, m - i, out + i / 8 * B);
+  sym_accumulate<B>(c, m - i, scale, -1.0f, h + i);
+}
+
 /// Decodes m symmetric codes (m a multiple of 8) packed at in: out = deQ, or out += weight *
 /// deQ when Accumulate (sym_decode / sym_accumulate). Stream: see sym_decode64; the caller
 /// fences. prefetch(i) once per 16 elements where the AVX-512 kernel runs.
@@ -521,18 +582,26 @@ sym_decode_packed(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m, flo
   }
 }
 
+/// What add_screened found: the non-finite count of g and max_magnitude_bits of h.
+struct screened_sum {
+  std::uint32_t nonfinite;
+  std::uint32_t max_bits;
+};
+
 /// Error feedback's first step over m elements: h = screen(g) + e, where screen maps a NaN or
-/// Inf g to 0 when Zero and keeps it otherwise; prefetch(j) once per 16 elements. Returns the
-/// number of non-finite g.
+/// Inf g to 0 when Zero and keeps it otherwise, and the block's absmax key taken on the way;
+/// prefetch(j) once per 16 elements.
 template <bool Zero>
-COMMPRESS_FORCEINLINE std::uint32_t
-add_screened(const float* COMMPRESS_RESTRICT g, const float* COMMPRESS_RESTRICT e, std::size_t m,
-             float* COMMPRESS_RESTRICT h, prefetch_stream prefetch) {
+COMMPRESS_FORCEINLINE screened_sum add_screened(const float* COMMPRESS_RESTRICT g,
+                                                const float* COMMPRESS_RESTRICT e, std::size_t m,
+                                                float* COMMPRESS_RESTRICT h,
+                                                prefetch_stream prefetch) {
   std::uint32_t nonfinite = 0;
   std::size_t j = 0;
 #if defined(COMMPRESS_CPU_AVX512)
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
   const __m512i inf = _mm512_set1_epi32(0x7f800000);
+  __m512i most = _mm512_setzero_si512();
   for (; j + 16 <= m; j += 16) {
     prefetch(j);
     __m512 gv = _mm512_loadu_ps(g + j);
@@ -540,12 +609,17 @@ add_screened(const float* COMMPRESS_RESTRICT g, const float* COMMPRESS_RESTRICT 
         _mm512_cmpge_epu32_mask(_mm512_and_si512(_mm512_castps_si512(gv), magnitude), inf);
     if constexpr (Zero)
       gv = _mm512_mask_mov_ps(gv, nf, _mm512_setzero_ps());
-    _mm512_storeu_ps(h + j, _mm512_add_ps(gv, _mm512_loadu_ps(e + j)));
+    const __m512 hv = _mm512_add_ps(gv, _mm512_loadu_ps(e + j));
+    _mm512_storeu_ps(h + j, hv);
+    most = _mm512_max_epu32(most, _mm512_and_si512(_mm512_castps_si512(hv), magnitude));
     nonfinite += static_cast<std::uint32_t>(__builtin_popcount(nf));
   }
+  const std::uint32_t vector_max = _mm512_reduce_max_epu32(most);
 #else
   (void)prefetch;
+  constexpr std::uint32_t vector_max = 0;
 #endif
+  const std::size_t rest = j;
   for (; j < m; ++j) {
     std::uint32_t bits;
     std::memcpy(&bits, g + j, 4);
@@ -553,7 +627,8 @@ add_screened(const float* COMMPRESS_RESTRICT g, const float* COMMPRESS_RESTRICT 
     nonfinite += nf ? 1u : 0u;
     h[j] = (Zero && nf ? 0.0f : g[j]) + e[j];
   }
-  return nonfinite;
+  const std::uint32_t rest_max = max_magnitude_bits(h + rest, m - rest);
+  return {nonfinite, rest_max > vector_max ? rest_max : vector_max};
 }
 
 /// Makes non-temporal stores visible before the kernel returns.
@@ -649,11 +724,13 @@ double sign_group(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
 /// the screened value (Zero: NaN/Inf become 0). Returns the number of NaN/Inf inputs. The bf16
 /// rounding is integer arithmetic and vectorizes as written; fp16 uses F16C's vcvtps2ph when
 /// the flags enable it (IEEE round-to-nearest-even, the same as float_bits_to_half_bits except
-/// for NaN, which is patched to 0x7fff). Not inlined: inside encode() GCC 12 loses the restrict
-/// qualifiers and runs the scalar version of the bf16 loop.
+/// for NaN, which is patched to 0x7fff). prefetch(i) once per 16 elements where the AVX-512 loop
+/// runs. Not inlined: inside encode() GCC 12 loses the restrict qualifiers and runs the scalar
+/// version of the bf16 loop.
 template <bool Bf16, bool Zero>
 [[gnu::noinline]] inline std::size_t cast_encode(const float* COMMPRESS_RESTRICT x, std::size_t n,
-                                                 unsigned char* COMMPRESS_RESTRICT out) {
+                                                 unsigned char* COMMPRESS_RESTRICT out,
+                                                 prefetch_stream prefetch = {}) {
   std::size_t bad = 0;
   std::size_t i = 0;
 #if defined(COMMPRESS_CPU_AVX512)
@@ -662,6 +739,7 @@ template <bool Bf16, bool Zero>
     const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
     const __m512i inf = _mm512_set1_epi32(0x7f800000);
     for (; i + 16 <= n; i += 16) {
+      prefetch(i);
       __m512i u = _mm512_loadu_si512(x + i);
       const __m512i a = _mm512_and_si512(u, abs_mask);
       const __mmask16 nf = _mm512_cmpge_epu32_mask(a, inf);
@@ -684,6 +762,8 @@ template <bool Bf16, bool Zero>
     }
     COMMPRESS_AVX512_END
   }
+#else
+  (void)prefetch;
 #endif
 #if defined(__AVX2__) && defined(__F16C__)
   if constexpr (!Bf16) {

@@ -124,7 +124,11 @@ struct sampled_top_k {
 /// nth_element over the whole row. Declines (returns nulls) when the sample missed (fewer than
 /// k, or about a third of the row, collected); the caller then runs the full method. Otherwise
 /// adds the row's NaN/Inf count to `bad`. The kept elements come back as arrays, not through a
-/// per-element callback, so that the callers can write them in tight loops.
+/// per-element callback, so that the callers can write them in tight loops. With a `bitmap`
+/// (d bits, LSB first, all zero on entry), the kept elements' bits are also set there: the
+/// streaming pass stores each 16-element candidate mask whole and the compaction clears the
+/// few candidates it rejects, so the bitmap costs no per-element read-modify-write. When the
+/// method declines, the bitmap's contents are unspecified.
 /// @param d at least sampled_top_k_min_row
 /// @param ws at least d 32-bit words: radix_select's counters, then three arrays of d / 3;
 ///           the result points into it
@@ -132,7 +136,7 @@ static_assert(sampled_top_k_min_row >= 8 * radix_select_bins,
               "top_k_sampled's arrays must have room after radix_select's counters");
 inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint64_t d,
                                    std::uint64_t k, bool zero_nonfinite, std::uint32_t* ws,
-                                   std::size_t& bad) {
+                                   std::size_t& bad, unsigned char* bitmap = nullptr) {
   constexpr sampled_top_k declined{nullptr, nullptr};
   const std::uint64_t cap = (d - radix_select_bins) / 3;
   std::uint32_t* const hist = ws;
@@ -212,6 +216,8 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
       // Stored whether or not any lane hit: at k = 1% and 10%, 15% resp. 82% of the blocks
       // hit, at random, and the mispredicted branch cost more than the stores.
       const __mmask16 hit = _mm512_cmpge_epu32_mask(key, lo);
+      if (bitmap != nullptr) // i is a multiple of 16: two whole bytes, element i in bit 0
+        std::memcpy(bitmap + i / 8, &hit, 2);
       _mm512_storeu_si512(idx + c, _mm512_maskz_compress_epi32(hit, index));
       _mm512_storeu_si512(val + c, _mm512_maskz_compress_epi32(hit, v));
       c += static_cast<std::uint64_t>(__builtin_popcount(hit));
@@ -242,7 +248,10 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
     above += key > t1 ? 1u : 0u;
     idx[c] = static_cast<std::uint32_t>(i); // branchless: written always, kept if it passes
     val[c] = u;
-    c += key >= t0 ? 1u : 0u;
+    const bool hit = key >= t0;
+    if (bitmap != nullptr)
+      bitmap[i / 8] = static_cast<unsigned char>(bitmap[i / 8] | (hit ? 1u : 0u) << (i % 8));
+    c += hit ? 1u : 0u;
     if (c > limit)
       return declined;
   }
@@ -259,7 +268,11 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
     kth = radix_select(val, c, k, t0, top, hist, tmp);
   }
   const std::uint32_t t = kth.key;
-  std::uint64_t ties = k - kth.greater; // keys == t still to keep
+  std::uint64_t ties = k - kth.greater;           // keys == t still to keep
+  const auto unmark = [bitmap](std::uint32_t i) { // a rejected candidate's bit
+    if (bitmap != nullptr)
+      bitmap[i / 8] = static_cast<unsigned char>(bitmap[i / 8] & ~(1u << (i % 8)));
+  };
   std::uint64_t m = 0;
   std::uint64_t j = 0;
 #if defined(__AVX512F__)
@@ -274,6 +287,8 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
       for (auto eq = static_cast<unsigned>(_mm512_cmpeq_epi32_mask(key, kth_vec));
            eq != 0 && ties != 0; eq &= eq - 1, --ties)
         keep |= eq & (0u - eq);
+      for (unsigned rejected = ~keep & 0xffffu; rejected != 0; rejected &= rejected - 1)
+        unmark(idx[j + static_cast<unsigned>(std::countr_zero(rejected))]);
       // All 16 lanes stored (see keys_in_range): m <= j, so only lanes already read are hit.
       const auto mask = static_cast<__mmask16>(keep);
       _mm512_storeu_si512(idx + m, _mm512_maskz_compress_epi32(mask, _mm512_loadu_si512(idx + j)));
@@ -286,9 +301,12 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
     const std::uint32_t key = val[j] & 0x7fffffffu;
     const bool tie = key == t && ties != 0;
     ties -= tie ? 1u : 0u;
+    const bool keep = key > t || tie;
+    if (!keep)
+      unmark(idx[j]);
     idx[m] = idx[j]; // branchless: written always, kept if it is kept
     val[m] = val[j];
-    m += key > t || tie ? 1u : 0u;
+    m += keep ? 1u : 0u;
   }
   bad += nonfinite;
   return {idx, val};
