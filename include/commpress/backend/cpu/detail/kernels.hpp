@@ -528,33 +528,6 @@ COMMPRESS_FORCEINLINE void sym_encode(const float* COMMPRESS_RESTRICT x, std::si
   pack_codes<B>(c, m - i, out + i / 8 * B);
 }
 
-/// sym_encode that also replaces h with its quantization error h + (-1) * deQ, as
-/// sym_accumulate with weight -1 computes it (error feedback's fresh error, fused).
-template <unsigned B, bool Stochastic>
-COMMPRESS_FORCEINLINE void
-sym_encode_error(float* COMMPRESS_RESTRICT h, std::size_t m, float inv, float scale,
-                 const std::uint32_t* COMMPRESS_RESTRICT words,
-                 unsigned char* COMMPRESS_RESTRICT out, prefetch_stream prefetch = {}) {
-  std::size_t i = 0;
-#if defined(COMMPRESS_CPU_AVX512)
-  if constexpr (avx512_codes<B>) {
-    i = m / 64 * 64;
-    sym_encode_error64<B, Stochastic>(h, i, inv, scale, words, out, prefetch);
-    if (i == m)
-      return;
-  }
-#else
-  (void)prefetch;
-#endif
-  alignas(64) std::uint8_t c[code_chunk];
-  if constexpr (Stochastic)
-    sym_codes_stochastic<B>(h + i, m - i, inv, words + i, c);
-  else
-    sym_codes_nearest<B>(h + i, m - i, inv, c);
-  pack_codes<B>(c, m - i, out + i / 8 * B);
-  sym_accumulate<B>(c, m - i, scale, -1.0f, h + i);
-}
-
 /// Decodes m symmetric codes (m a multiple of 8) packed at in: out = deQ, or out += weight *
 /// deQ when Accumulate (sym_decode / sym_accumulate). Stream: see sym_decode64; the caller
 /// fences. prefetch(i) once per 16 elements where the AVX-512 kernel runs.
@@ -580,6 +553,29 @@ sym_decode_packed(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m, flo
     else
       sym_decode<B>(code, len, scale, out + i);
   }
+}
+
+/// sym_encode that also replaces h with its quantization error h + (-1) * deQ, as
+/// sym_accumulate with weight -1 computes it (error feedback's fresh error, fused). Past the
+/// AVX-512 kernel, the codes are packed and read back by the portable loops.
+template <unsigned B, bool Stochastic>
+COMMPRESS_FORCEINLINE void
+sym_encode_error(float* COMMPRESS_RESTRICT h, std::size_t m, float inv, float scale,
+                 const std::uint32_t* COMMPRESS_RESTRICT words,
+                 unsigned char* COMMPRESS_RESTRICT out, prefetch_stream prefetch = {}) {
+  std::size_t i = 0;
+#if defined(COMMPRESS_CPU_AVX512)
+  if constexpr (avx512_codes<B>) {
+    i = m / 64 * 64;
+    sym_encode_error64<B, Stochastic>(h, i, inv, scale, words, out, prefetch);
+  }
+#else
+  (void)prefetch;
+#endif
+  if (i == m)
+    return;
+  sym_encode<B, Stochastic>(h + i, m - i, inv, words + i, out + i / 8 * B);
+  sym_decode_packed<B, true, false>(out + i / 8 * B, m - i, scale, -1.0f, h + i);
 }
 
 /// What add_screened found: the non-finite count of g and max_magnitude_bits of h.
