@@ -13,6 +13,7 @@
 
 #include "commpress/backend/cpu/quantize.hpp"
 #include "commpress/codec_ops.hpp"
+#include "commpress/core/error_update.hpp"
 #include "commpress/core/state_blob.hpp"
 #include "commpress/feedback/feedback.hpp"
 #include "commpress/feedback/fused_quantize.hpp"
@@ -91,8 +92,8 @@ template <> struct feedback_ops<ef> {
     std::span<float> h = s.floats(n);
     std::span<float> e = st.residual();
     // Symmetric block quantizers: the whole step in one pass over g and e (issue 7).
-    if (const auto fused = fused_quantize_step(p, c, ctx, in, e, out,
-                                               codec_impl<quantize, cpu::seq_t>::ef_update{}))
+    const error_update rule{}; // keep 0: e = h - deQ(q) where finite
+    if (const auto fused = fused_quantize_step(p, c, ctx, in, e, out, rule))
       return *fused;
     std::size_t bad = 0;
     for (std::size_t i = 0; i < n; ++i)
@@ -101,13 +102,8 @@ template <> struct feedback_ops<ef> {
     // h - deQ(payload), with the receiver's own decoding.
     commpress::decode_accumulate(p, c, std::span<const std::byte>(out.first(r.bytes)), h, -1.0f);
     std::size_t held = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (is_finite(h[i])) {
-        e[i] = h[i];
-      } else {
-        ++held;
-      }
-    }
+    for (std::size_t i = 0; i < n; ++i)
+      held += rule(h[i], e[i]) ? 1u : 0u;
     return {r.bytes, bad, held};
   }
 

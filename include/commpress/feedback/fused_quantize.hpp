@@ -16,6 +16,7 @@
 
 #include "commpress/backend/cpu/quantize.hpp"
 #include "commpress/codec_ops.hpp"
+#include "commpress/core/error_update.hpp"
 #include "commpress/feedback/feedback.hpp"
 #include "commpress/format/body_checksum.hpp"
 
@@ -23,11 +24,11 @@ namespace commpress::detail {
 
 /// The fused step when it serves (cpu::seq, fp32 input, a symmetric block quantizer of at most
 /// fused_max_block elements, non-finite policy other than `fail`), else std::nullopt and
-/// nothing is touched. `update(fresh, e)` returns true where it held e (see encode_ef).
-template <class Policy, codec C, element T, class Update>
+/// nothing is touched. `rule` updates e from the fresh error (see encode_ef).
+template <class Policy, codec C, element T>
 std::optional<step_result> fused_quantize_step(const Policy&, const C& c, const context& ctx,
                                                std::span<const T> in, std::span<float> e,
-                                               std::span<std::byte> out, Update update) {
+                                               std::span<std::byte> out, error_update rule) {
   if constexpr (std::is_same_v<C, quantize> && std::is_same_v<T, float> &&
                 std::is_same_v<Policy, cpu::seq_t>) {
     using impl = codec_impl<quantize, cpu::seq_t>;
@@ -43,7 +44,7 @@ std::optional<step_result> fused_quantize_step(const Policy&, const C& c, const 
     std::size_t held = 0;
     auto* body_ptr = reinterpret_cast<unsigned char*>(out.data() + format::header_bytes);
     const std::size_t bad =
-        impl::encode_ef(c, ctx, in.data(), e.data(), n, body_ptr, held, sum, update);
+        impl::encode_ef(c, ctx, in.data(), e.data(), n, body_ptr, held, sum, rule);
     format::store_checksum(out, sum.finish(out.data()));
     return step_result{static_cast<std::size_t>(format::header_bytes + body), bad, held};
   } else {

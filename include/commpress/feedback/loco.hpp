@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commpress/codec_ops.hpp"
+#include "commpress/core/error_update.hpp"
 #include "commpress/core/state_blob.hpp"
 #include "commpress/feedback/feedback.hpp"
 #include "commpress/feedback/fused_quantize.hpp"
@@ -117,8 +118,8 @@ template <class Storage> struct feedback_ops<loco<Storage>> {
     const status ok = f.can_implement(n);
     COMMPRESS_EXPECTS(ok, ok.code, "loco", ok.message);
     check_fail_policy(ctx, in, "loco");
-    const float keep = f.beta;
-    const float take = sub_rn(1.0f, f.beta);
+    // beta == 0 takes the EF value itself, so even the sign of a zero matches EF.
+    const error_update rule{f.beta, sub_rn(1.0f, f.beta)};
     const auto finish = [&](step_result r) {
       if (f.reset_every != 0 && (ctx.step + 1) % f.reset_every == 0)
         drop(st);
@@ -126,15 +127,8 @@ template <class Storage> struct feedback_ops<loco<Storage>> {
     };
     if constexpr (std::is_same_v<Storage, store_f32>) {
       // fp32 state with a symmetric block quantizer: one pass over g and e (issue 7), updating
-      // the stored error in place with the rule below.
-      // Branch-free, so that the block loop vectorizes.
-      const auto update = [keep, take](float fresh, float& e) {
-        const float v = keep == 0.0f ? fresh : add_rn(mul_rn(keep, e), mul_rn(take, fresh));
-        const unsigned ok = (is_finite(fresh) ? 1u : 0u) & (is_finite(v) ? 1u : 0u);
-        e = ok != 0 ? v : e;
-        return ok == 0;
-      };
-      if (const auto fused = fused_quantize_step(p, c, ctx, in, st.storage().values(), out, update))
+      // the stored error in place.
+      if (const auto fused = fused_quantize_step(p, c, ctx, in, st.storage().values(), out, rule))
         return finish(*fused);
     }
     scratch s(ws);
@@ -148,19 +142,8 @@ template <class Storage> struct feedback_ops<loco<Storage>> {
     commpress::decode_accumulate(p, c, std::span<const std::byte>(out.first(r.bytes)), h, -1.0f);
     // h now holds the fresh compression error h - deQ(q).
     std::size_t held = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!is_finite(h[i])) {
-        ++held;
-        continue;
-      }
-      // beta == 0 takes the EF value itself, so even the sign of a zero matches EF.
-      const float v = keep == 0.0f ? h[i] : add_rn(mul_rn(keep, e[i]), mul_rn(take, h[i]));
-      if (is_finite(v)) {
-        e[i] = v;
-      } else {
-        ++held;
-      }
-    }
+    for (std::size_t i = 0; i < n; ++i)
+      held += rule(h[i], e[i]) ? 1u : 0u;
     st.storage().store_row(0, e.data());
     return finish({r.bytes, bad, held});
   }

@@ -30,6 +30,7 @@
 #include "commpress/compress/quantize.hpp"
 #include "commpress/core/context.hpp"
 #include "commpress/core/dtype.hpp"
+#include "commpress/core/error_update.hpp"
 #include "commpress/core/math.hpp"
 #include "commpress/core/rng.hpp"
 #include "commpress/format/bit_packing.hpp"
@@ -138,35 +139,23 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
            c.group % 8 == 0 && c.group <= fused_max_block;
   }
 
-  /// Error feedback's rule: the state becomes the fresh error where it is finite.
-  struct ef_update {
-    COMMPRESS_FORCEINLINE bool operator()(float fresh, float& e) const {
-      const bool ok = is_finite(fresh);
-      e = ok ? fresh : e;
-      return !ok;
-    }
-  };
-
   /// One error-feedback step fused with the encode (feedback/ef.hpp, issue 7): per block,
-  /// h = screen(g) + e, the body gets Q(h), and e = h - deQ(Q(h)) where that is finite (else e
-  /// keeps its value and `held` counts it). The same operations, in the same order, as ef's
-  /// unfused sequence (h in a workspace, encode, decode_accumulate with weight -1, copy), in one
-  /// pass over g and e. Returns the non-finite count of g. ctx.on_nonfinite is not `fail`.
-  ///
-  /// `update(fresh, e)` folds the fresh compression error h - deQ(Q(h)) of one element into its
-  /// state and returns whether it held the state instead (plain EF: e = fresh where finite;
-  /// LoCo: feedback/loco.hpp's moving average). The fresh error is finite-checked by update.
-  template <class Update = ef_update>
+  /// h = screen(g) + e, the body gets Q(h), and e is updated from the fresh error
+  /// h - deQ(Q(h)) by `rule` (plain EF: e = fresh where finite; LoCo: the moving average; see
+  /// error_update), `held` counting the elements that kept their e. The same operations, in
+  /// the same order, as the policies' unfused sequence (h in a workspace, encode,
+  /// decode_accumulate with weight -1, the rule), in one pass over g and e. Returns the
+  /// non-finite count of g. ctx.on_nonfinite is not `fail`.
   static std::size_t encode_ef(const quantize& c, const context& ctx, const float* g, float* e,
                                std::size_t n, unsigned char* body, std::size_t& held,
-                               format::body_checksum& sum, Update update = {}) {
+                               format::body_checksum& sum, error_update rule) {
     std::size_t bad = 0;
     const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
     dispatch_quantize(c, [&](auto b, auto, auto s) {
       bad = zero ? encode_ef_impl<decltype(b)::value, decltype(s)::value, true>(
-                       c, ctx, g, e, n, body, held, sum, update)
+                       c, ctx, g, e, n, body, held, sum, rule)
                  : encode_ef_impl<decltype(b)::value, decltype(s)::value, false>(
-                       c, ctx, g, e, n, body, held, sum, update);
+                       c, ctx, g, e, n, body, held, sum, rule);
     });
     return bad;
   }
@@ -318,10 +307,10 @@ private:
     return true;
   }
 
-  template <unsigned B, bool S, bool Zero, class Update>
+  template <unsigned B, bool S, bool Zero>
   static std::size_t encode_ef_impl(const quantize& c, const context& ctx, const float* g, float* e,
                                     std::size_t n, unsigned char* body, std::size_t& held,
-                                    format::body_checksum& sum, Update update) {
+                                    format::body_checksum& sum, error_update rule) {
     using namespace cpu::detail;
     const std::size_t len = c.group;
     unsigned char* const codes = body + c.n_groups(n) * c.record_bytes();
@@ -355,19 +344,16 @@ private:
       store_record<sym>(body, grp, rec);
       const quantize::coder k = quantize::make_coder(sym, B, s0, 0.0f);
       if (key < 0x7f800000u && m % 8 == 0) {
-        // Codes straight into the body, and h += -1 * deQ from the same codes.
+        // Codes straight into the body, and e updated from the same codes.
+        const bool bounded = key < 0x7e800000u; // absmax < 2^126
         unsigned char* packed = codes + begin / 8 * B;
         for (std::size_t i = 0; i < m; i += code_chunk) {
           const std::size_t mm = m - i < code_chunk ? m - i : code_chunk;
           if constexpr (S)
             philox_words(u.key, u.step, (begin + i) >> 2, (mm + 3) / 4, words);
-          sym_encode_error<B, S>(h + i, mm, k.inv, rec.a, words, packed + i / 8 * B,
-                                 {e + begin + i, e + n});
+          held += sym_encode_error<B, S>(h + i, mm, k.inv, rec.a, words, packed + i / 8 * B, rule,
+                                         bounded, e + begin + i, {e + begin + i, e + n});
         }
-        std::uint32_t kept = 0;
-        for (std::size_t j = 0; j < m; ++j)
-          kept += update(h[j], e[begin + j]) ? 1u : 0u;
-        held += kept;
         continue;
       }
       if (key < 0x7f800000u) {
@@ -398,7 +384,7 @@ private:
       std::uint32_t kept = 0;
       for (std::size_t j = 0; j < m; ++j) {
         const float v = static_cast<float>(static_cast<std::int32_t>(code[j]) - offset) * rec.a;
-        kept += update(h[j] + -1.0f * v, e[begin + j]) ? 1u : 0u;
+        kept += rule(h[j] + -1.0f * v, e[begin + j]) ? 1u : 0u;
       }
       held += kept;
     }

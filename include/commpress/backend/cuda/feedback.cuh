@@ -28,6 +28,7 @@
 #include "commpress/backend/cuda/policy.cuh"
 #include "commpress/backend/cuda/status.cuh"
 #include "commpress/core/context.hpp"
+#include "commpress/core/error_update.hpp"
 #include "commpress/core/math.hpp"
 #include "commpress/feedback/loco.hpp"
 #include "commpress/feedback/storage.hpp"
@@ -197,22 +198,10 @@ COMMPRESS_KERNEL void __launch_bounds__(block_threads)
     return;
   if (policy == nonfinite_policy::fail && own->nonfinite != 0)
     return;
-  const float take = commpress::detail::sub_rn(1.0f, beta);
+  const commpress::detail::error_update rule{beta, commpress::detail::sub_rn(1.0f, beta)};
   std::size_t held = 0;
-  for (std::uint64_t i = thread_index(); i < n; i += grid_stride()) {
-    if (!commpress::detail::is_finite(r[i])) {
-      ++held;
-      continue;
-    }
-    const float v = beta == 0.0f ? r[i]
-                                 : commpress::detail::add_rn(commpress::detail::mul_rn(beta, e[i]),
-                                                             commpress::detail::mul_rn(take, r[i]));
-    if (commpress::detail::is_finite(v)) {
-      e[i] = v;
-    } else {
-      ++held;
-    }
-  }
+  for (std::uint64_t i = thread_index(); i < n; i += grid_stride())
+    held += rule(r[i], e[i]) ? 1u : 0u;
   const unsigned sum = __reduce_add_sync(0xffffffffu, static_cast<unsigned>(held));
   if ((threadIdx.x & 31u) == 0 && sum != 0 && d_status != nullptr)
     atomicAdd(&d_status->held, 1ull * sum);

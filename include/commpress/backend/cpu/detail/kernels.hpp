@@ -30,6 +30,7 @@
 
 #include "commpress/core/config.hpp"
 #include "commpress/core/dtype.hpp"
+#include "commpress/core/error_update.hpp"
 #include "commpress/core/math.hpp"
 #include "commpress/core/rng.hpp"
 
@@ -40,6 +41,8 @@
 #endif
 
 namespace commpress::cpu::detail {
+
+using commpress::detail::error_update;
 
 /// Elements per chunk of the code kernels: their byte buffers stay in L1.
 inline constexpr std::size_t code_chunk = 256;
@@ -317,28 +320,52 @@ COMMPRESS_FORCEINLINE void sym_encode64(const float* COMMPRESS_RESTRICT x, std::
   }
 }
 
-/// sym_encode64 that also replaces h with its quantization error, h + (-1) * ((code - L) *
-/// scale), the operations of sym_decode64 accumulating with weight -1, from the codes still in
-/// registers.
-template <unsigned B, bool Stochastic>
-COMMPRESS_FORCEINLINE void
-sym_encode_error64(float* COMMPRESS_RESTRICT h, std::size_t m, float inv, float scale,
+/// sym_encode64 fused with the state update: the fresh error h - ((code - L) * scale), the
+/// operations of sym_decode64 accumulating with weight -1 (h + (-1) * v is h - v exactly), from
+/// the codes still in registers, folded into e by error_update's expressions, 16 lanes at a
+/// time: e = fresh when Replace (keep == 0), else keep * e + take * fresh. CheckFresh: the
+/// fresh error may be non-finite (see sym_encode_error). Returns how many elements held their e.
+template <unsigned B, bool Stochastic, bool Replace, bool CheckFresh>
+COMMPRESS_FORCEINLINE std::uint32_t
+sym_encode_error64(const float* COMMPRESS_RESTRICT h, std::size_t m, float inv, float scale,
                    const std::uint32_t* COMMPRESS_RESTRICT words,
-                   unsigned char* COMMPRESS_RESTRICT out, prefetch_stream prefetch) {
+                   unsigned char* COMMPRESS_RESTRICT out, error_update rule,
+                   float* COMMPRESS_RESTRICT e, prefetch_stream prefetch) {
   const __m512 vinv = _mm512_set1_ps(inv);
   const __m512i offset = _mm512_set1_epi32((1 << (B - 1)) - 1);
   const __m512 vscale = _mm512_set1_ps(scale);
-  const __m512 minus_one = _mm512_set1_ps(-1.0f);
+  const __m512 keep = _mm512_set1_ps(rule.keep);
+  const __m512 take = _mm512_set1_ps(rule.take);
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf = _mm512_set1_epi32(0x7f800000);
+  const auto finite = [&](__m512 v) {
+    return _mm512_cmplt_epu32_mask(_mm512_and_si512(_mm512_castps_si512(v), magnitude), inf);
+  };
+  std::uint32_t held = 0;
   for (std::size_t i = 0; i < m; i += 64) {
     __m512i c[4];
     sym_codes64<B, Stochastic>(h, i, vinv, words, prefetch, c);
     store_packed64<B>(codes_to_bytes(c[0], c[1], c[2], c[3]), out + i / 8 * B);
     for (unsigned q = 0; q < 4; ++q) {
+      const std::size_t j = i + 16 * q;
       const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(c[q], offset)), vscale);
-      float* o = h + i + 16 * q;
-      _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), _mm512_mul_ps(minus_one, v)));
+      const __m512 fresh = _mm512_sub_ps(_mm512_loadu_ps(h + j), v);
+      __m512 next = fresh;
+      __mmask16 ok = CheckFresh ? finite(fresh) : 0xffff;
+      if constexpr (!Replace) {
+        next =
+            _mm512_add_ps(_mm512_mul_ps(keep, _mm512_loadu_ps(e + j)), _mm512_mul_ps(take, fresh));
+        ok = static_cast<__mmask16>(ok & finite(next));
+      }
+      if constexpr (Replace && !CheckFresh) {
+        _mm512_storeu_ps(e + j, next);
+      } else {
+        _mm512_mask_storeu_ps(e + j, ok, next);
+        held += static_cast<std::uint32_t>(16 - __builtin_popcount(ok));
+      }
     }
   }
+  return held;
 }
 
 /// Decodes m symmetric codes (m a multiple of 64) packed at in: out = (code - L) * scale, or
@@ -555,27 +582,48 @@ sym_decode_packed(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m, flo
   }
 }
 
-/// sym_encode that also replaces h with its quantization error h + (-1) * deQ, as
-/// sym_accumulate with weight -1 computes it (error feedback's fresh error, fused). Past the
-/// AVX-512 kernel, the codes are packed and read back by the portable loops.
+/// sym_encode fused with the state update: folds the fresh error h + (-1) * deQ, as
+/// sym_accumulate with weight -1 computes it, into e by `rule` (error feedback's or LoCo's
+/// step, fused). Returns how many elements held their e. `bounded`: every |h| is below 2^126,
+/// so |h - deQ| < 2^127 and the fresh error is finite without a check. Past the AVX-512 kernel,
+/// the codes are packed and read back by the portable loops, and h is overwritten with the
+/// fresh error.
 template <unsigned B, bool Stochastic>
-COMMPRESS_FORCEINLINE void
+COMMPRESS_FORCEINLINE std::uint32_t
 sym_encode_error(float* COMMPRESS_RESTRICT h, std::size_t m, float inv, float scale,
                  const std::uint32_t* COMMPRESS_RESTRICT words,
-                 unsigned char* COMMPRESS_RESTRICT out, prefetch_stream prefetch = {}) {
+                 unsigned char* COMMPRESS_RESTRICT out, error_update rule, bool bounded,
+                 float* COMMPRESS_RESTRICT e, prefetch_stream prefetch = {}) {
   std::size_t i = 0;
+  std::uint32_t held = 0;
 #if defined(COMMPRESS_CPU_AVX512)
   if constexpr (avx512_codes<B>) {
     i = m / 64 * 64;
-    sym_encode_error64<B, Stochastic>(h, i, inv, scale, words, out, prefetch);
+    const bool replace = rule.keep == 0.0f;
+    if (replace && bounded)
+      held = sym_encode_error64<B, Stochastic, true, false>(h, i, inv, scale, words, out, rule, e,
+                                                            prefetch);
+    else if (replace)
+      held = sym_encode_error64<B, Stochastic, true, true>(h, i, inv, scale, words, out, rule, e,
+                                                           prefetch);
+    else if (bounded)
+      held = sym_encode_error64<B, Stochastic, false, false>(h, i, inv, scale, words, out, rule, e,
+                                                             prefetch);
+    else
+      held = sym_encode_error64<B, Stochastic, false, true>(h, i, inv, scale, words, out, rule, e,
+                                                            prefetch);
   }
 #else
+  (void)bounded;
   (void)prefetch;
 #endif
   if (i == m)
-    return;
+    return held;
   sym_encode<B, Stochastic>(h + i, m - i, inv, words + i, out + i / 8 * B);
   sym_decode_packed<B, true, false>(out + i / 8 * B, m - i, scale, -1.0f, h + i);
+  for (; i < m; ++i)
+    held += rule(h[i], e[i]) ? 1u : 0u;
+  return held;
 }
 
 /// What add_screened found: the non-finite count of g and max_magnitude_bits of h.
@@ -598,19 +646,26 @@ COMMPRESS_FORCEINLINE screened_sum add_screened(const float* COMMPRESS_RESTRICT 
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
   const __m512i inf = _mm512_set1_epi32(0x7f800000);
   __m512i most = _mm512_setzero_si512();
+  __mmask16 any_nonfinite = 0;
   for (; j + 16 <= m; j += 16) {
     prefetch(j);
     __m512 gv = _mm512_loadu_ps(g + j);
-    const __mmask16 nf =
-        _mm512_cmpge_epu32_mask(_mm512_and_si512(_mm512_castps_si512(gv), magnitude), inf);
-    if constexpr (Zero)
+    if constexpr (Zero) {
+      const __mmask16 nf =
+          _mm512_cmpge_epu32_mask(_mm512_and_si512(_mm512_castps_si512(gv), magnitude), inf);
       gv = _mm512_mask_mov_ps(gv, nf, _mm512_setzero_ps());
+      any_nonfinite = _kor_mask16(any_nonfinite, nf);
+    }
     const __m512 hv = _mm512_add_ps(gv, _mm512_loadu_ps(e + j));
     _mm512_storeu_ps(h + j, hv);
     most = _mm512_max_epu32(most, _mm512_and_si512(_mm512_castps_si512(hv), magnitude));
-    nonfinite += static_cast<std::uint32_t>(__builtin_popcount(nf));
   }
   const std::uint32_t vector_max = _mm512_reduce_max_epu32(most);
+  // Counted only when there is something to count: without Zero, a NaN or Inf g makes its h
+  // non-finite, so a finite vector_max proves there is none.
+  if (Zero ? any_nonfinite != 0 : vector_max >= 0x7f800000u)
+    for (std::size_t i = 0; i < j; ++i)
+      nonfinite += (commpress::detail::float_to_bits(g[i]) & 0x7fffffffu) >= 0x7f800000u ? 1u : 0u;
 #else
   (void)prefetch;
   constexpr std::uint32_t vector_max = 0;
