@@ -140,3 +140,63 @@ TEST_SUITE("feedback") {
         }
   }
 }
+
+namespace {
+
+/// LoCo with error storage S, fused (the pipeline) against the unfused sequence on a separate
+/// stored_rows: the same payloads, counts and stored error over several steps and a reset.
+template <class S> void check_loco_int_fused(std::uint32_t group) {
+  const std::size_t n = 3 * group + 2 * S::block + 6; // a short last block, odd for store_int4
+  for (float beta : {0.0f, 0.8f})
+    for (auto round : {cp::rounding::nearest, cp::rounding::stochastic})
+      for (auto policy : {cp::nonfinite_policy::propagate, cp::nonfinite_policy::zero_and_count}) {
+        CAPTURE(beta);
+        const cp::quantize q{.bits = 4, .group = group, .round = round};
+        const cp::pipeline<cp::loco<S>, cp::quantize> pipe{{.beta = beta, .reset_every = 4}, q};
+        auto st = pipe.make_state(n);
+        cp::stored_rows<S> ref_rows(1, n);
+        std::vector<float> e(n), h(n);
+        std::vector<std::byte> out(pipe.max_payload_bytes(n)), ws(pipe.workspace_bytes(n));
+        std::vector<std::byte> ref(cp::max_payload_bytes(q, n));
+        const cp::detail::error_update rule{beta, cp::detail::sub_rn(1.0f, beta)};
+        for (std::uint64_t step = 0; step < 5; ++step) {
+          std::vector<float> g(n);
+          for (std::size_t i = 0; i < n; ++i)
+            g[i] = (cp::uniform_from_bits(cp::random_u32(cp::make_rng_key(3, 8), step, i)) - 0.5f) *
+                   static_cast<float>(1 + i % 23);
+          g[group + 1] = std::numeric_limits<float>::quiet_NaN();
+          g[2 * group + 4] = 3.0e38f;
+          const cp::context ctx{.seed = 6, .step = step, .tensor_id = 2, .on_nonfinite = policy};
+          const auto r = cp::encode(cp::cpu::seq, pipe, st, ctx, std::span<const float>(g),
+                                    std::span(out), std::span(ws));
+          ref_rows.load_row(0, e.data());
+          std::size_t bad = 0;
+          for (std::size_t i = 0; i < n; ++i)
+            h[i] = cp::detail::add_rn(cp::detail::screen(g[i], policy, bad), e[i]);
+          cp::encode(cp::cpu::seq, q, ctx, std::span<const float>(h), std::span(ref));
+          cp::decode_accumulate(cp::cpu::seq, q, ref, std::span<float>(h), -1.0f);
+          std::size_t held = 0;
+          for (std::size_t i = 0; i < n; ++i)
+            held += rule(h[i], e[i]) ? 1u : 0u;
+          ref_rows.store_row(0, e.data());
+          if ((step + 1) % 4 == 0)
+            ref_rows.zero();
+          CHECK(r.bytes == ref.size());
+          CHECK(std::memcmp(out.data(), ref.data(), ref.size()) == 0);
+          CHECK(r.nonfinite == bad);
+          CHECK(r.held == held);
+          CHECK(st.storage() == ref_rows);
+        }
+      }
+}
+
+} // namespace
+
+TEST_SUITE("feedback") {
+  TEST_CASE("loco: the fused quantize step with integer error storage keeps the payload and "
+            "stored error of the unfused sequence") {
+    check_loco_int_fused<cp::store_int8>(1024);
+    check_loco_int_fused<cp::store_int8>(128); // one storage block per quantizer block
+    check_loco_int_fused<cp::store_int4>(256);
+  }
+}

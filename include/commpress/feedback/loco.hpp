@@ -125,10 +125,14 @@ template <class Storage> struct feedback_ops<loco<Storage>> {
         drop(st);
       return r;
     };
+    // A symmetric block quantizer: one pass over g and e (issue 7), updating the fp32 error in
+    // place, or the integer one a block at a time.
     if constexpr (std::is_same_v<Storage, store_f32>) {
-      // fp32 state with a symmetric block quantizer: one pass over g and e (issue 7), updating
-      // the stored error in place.
-      if (const auto fused = fused_quantize_step(p, c, ctx, in, st.storage().values(), out, rule))
+      std::span<float> e = st.storage().values();
+      if (const auto fused = fused_quantize_step(p, c, ctx, in, e, out, rule))
+        return finish(*fused);
+    } else if constexpr (is_store_int<Storage>) {
+      if (const auto fused = fused_quantize_step(p, c, ctx, in, st.storage(), out, rule))
         return finish(*fused);
     }
     scratch s(ws);

@@ -7,8 +7,10 @@
 /// with one fp32 scale per block (LoCo keeps its error in 8 bits, algorithms.md 2.2; AQ-SGD's
 /// `delta-lowbits` keeps its cache in 4 bits, algorithms.md 4.3).
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -62,6 +64,8 @@ template <int B, std::uint32_t K> inline constexpr bool is_store_int<store_int<B
 /// store_int. Allocates only at construction.
 template <class S> class stored_rows {
 public:
+  using storage_type = S;
+
   stored_rows() = default;
   stored_rows(std::uint64_t rows, std::uint64_t row_length)
       : rows_(rows), len_(row_length), data_(rows * words_per_row(row_length)),
@@ -82,45 +86,65 @@ public:
   }
 
   /// Writes row r as floats into out[0..row_length).
-  void load_row(std::uint64_t r, float* out) const {
+  void load_row(std::uint64_t r, float* out) const { load_range(r, 0, len_, out); }
+
+  /// Stores row r from in[0..row_length); the values must be finite.
+  void store_row(std::uint64_t r, const float* in) { store_range(r, 0, len_, in); }
+
+  /// Writes elements [lo, hi) of row r as floats into out[0..hi - lo). For store_int, lo is a
+  /// multiple of the block and hi one or the row length (whole blocks).
+  void load_range(std::uint64_t r, std::uint64_t lo, std::uint64_t hi, float* out) const {
     const word* w = data_.data() + r * words_per_row(len_);
     if constexpr (std::same_as<S, store_f32>) {
-      for (std::uint64_t j = 0; j < len_; ++j)
-        out[j] = w[j];
+      for (std::uint64_t j = lo; j < hi; ++j)
+        out[j - lo] = w[j];
     } else if constexpr (std::same_as<S, store_bf16>) {
-      for (std::uint64_t j = 0; j < len_; ++j)
-        out[j] = to_float(bfloat16{w[j]});
+      for (std::uint64_t j = lo; j < hi; ++j)
+        out[j - lo] = to_float(bfloat16{w[j]});
     } else {
+      check_whole_blocks(lo, hi);
       const float* sc = scales_.data() + r * scales_per_row(len_);
-      for (std::uint64_t j = 0; j < len_; ++j)
-        out[j] = detail::mul_rn(static_cast<float>(code_at(w, j)), sc[j / S::block]);
+      for (std::uint64_t b = lo / S::block; b * S::block < hi; ++b) {
+        const std::uint64_t first = b * S::block;
+        const std::uint64_t last = std::min<std::uint64_t>(first + S::block, hi);
+        const float scale = sc[b]; // one scale per block: the loop vectorizes
+        for (std::uint64_t j = first; j < last; ++j)
+          out[j - lo] = detail::mul_rn(static_cast<float>(code_at(w, j)), scale);
+      }
     }
   }
 
-  /// Stores row r from in[0..row_length); the values must be finite.
-  void store_row(std::uint64_t r, const float* in) {
+  /// Stores elements [lo, hi) of row r from in[0..hi - lo), finite values; for store_int,
+  /// whole blocks as in load_range.
+  void store_range(std::uint64_t r, std::uint64_t lo, std::uint64_t hi, const float* in) {
     word* w = data_.data() + r * words_per_row(len_);
     if constexpr (std::same_as<S, store_f32>) {
-      for (std::uint64_t j = 0; j < len_; ++j)
-        w[j] = in[j];
+      for (std::uint64_t j = lo; j < hi; ++j)
+        w[j] = in[j - lo];
     } else if constexpr (std::same_as<S, store_bf16>) {
-      for (std::uint64_t j = 0; j < len_; ++j)
-        w[j] = to_bfloat16(in[j]).bits;
+      for (std::uint64_t j = lo; j < hi; ++j)
+        w[j] = to_bfloat16(in[j - lo]).bits;
     } else {
+      check_whole_blocks(lo, hi);
       float* sc = scales_.data() + r * scales_per_row(len_);
-      for (std::uint64_t b = 0; b * S::block < len_; ++b) {
-        const std::uint64_t lo = b * S::block;
-        const std::uint64_t hi = lo + S::block < len_ ? lo + S::block : len_;
-        float amax = 0.0f;
-        for (std::uint64_t j = lo; j < hi; ++j)
-          amax = detail::max(amax, detail::abs(in[j]));
-        const float scale = detail::div_rn(amax, S::qmax);
+      std::int8_t q[S::block];
+      for (std::uint64_t b = lo / S::block; b * S::block < hi; ++b) {
+        const std::uint64_t first = b * S::block;
+        const std::uint64_t count = std::min<std::uint64_t>(first + S::block, hi) - first;
+        const float* x = in + (first - lo);
+        // max |x| as the largest magnitude bit pattern: the same value for finite x, and an
+        // integer max reduction vectorizes where a float one does not (perf.md B2).
+        std::uint32_t most = 0;
+        for (std::uint64_t j = 0; j < count; ++j)
+          most = std::max(most, detail::float_to_bits(x[j]) & 0x7fffffffu);
+        const float scale = detail::div_rn(detail::bits_to_float(most), S::qmax);
         sc[b] = scale;
-        for (std::uint64_t j = lo; j < hi; ++j) {
-          const float q =
-              scale > 0.0f ? detail::round_half_even(detail::div_rn(in[j], scale)) : 0.0f;
-          set_code(w, j, static_cast<int>(detail::min(detail::max(q, -S::qmax), S::qmax)));
+        if (scale > 0.0f) {
+          quantize_block(x, count, scale, q);
+        } else {
+          std::memset(q, 0, count);
         }
+        set_codes(w, first, count, q);
       }
     }
   }
@@ -200,13 +224,56 @@ private:
       return nib >= 8 ? nib - 16 : nib; // sign-extend the nibble
     }
   }
-  static void set_code(std::uint8_t* w, std::uint64_t j, int q) {
-    if constexpr (S::bits == 8) {
-      w[j] = static_cast<std::uint8_t>(q);
-    } else {
-      const int shift = static_cast<int>(4 * (j % 2));
-      w[j / 2] = static_cast<std::uint8_t>((w[j / 2] & ~(0xf << shift)) | ((q & 0xf) << shift));
+  /// q[j] = clamp(round_half_even(x[j] / scale), -qmax, qmax) for finite x and scale > 0, with
+  /// the plain IEEE operations that div_rn and round_half_even round the same way for finite
+  /// values (without their NaN selects, so the loops vectorize; perf.md B2).
+  ///
+  /// A division per element would bound the fused LoCo step (issue 7), so the quotient comes
+  /// from x * (1 / scale) instead: for |x / scale| <= 128 that is within 2^-15 of the rounded
+  /// quotient (a relative 2^-24 from each rounding), so unless a product lies within 2^-14 of
+  /// a half-integer, it rounds to the same integer. Only a block with such a product (about
+  /// one element in 8000) runs the division.
+  static void quantize_block(const float* x, std::uint64_t count, float scale, std::int8_t* q) {
+    constexpr float magic = 12582912.0f; // 1.5 * 2^23, as in round_half_even
+    const auto code = [](float v) {
+      v = v > -S::qmax ? v : -S::qmax; // detail::max / min, as max and min instructions
+      v = v < S::qmax ? v : S::qmax;
+      return static_cast<std::int8_t>(v);
+    };
+    if (scale >= 0x1p-126f) { // a normal scale: 1 / scale is finite and rounded once
+      const float inv = 1.0f / scale;
+      std::uint32_t farthest = 0; // the largest |y - round(y)|, as bits (as max |x| above)
+      for (std::uint64_t j = 0; j < count; ++j) {
+        const float y = x[j] * inv;
+        const float r = (y + magic) - magic;
+        farthest = std::max(farthest, detail::float_to_bits(y - r) & 0x7fffffffu);
+        q[j] = code(r);
+      }
+      if (detail::bits_to_float(farthest) <= 0.5f - 0x1p-14f)
+        return;
     }
+    for (std::uint64_t j = 0; j < count; ++j)
+      q[j] = code((x[j] / scale + magic) - magic);
+  }
+
+  /// Writes codes q[0..count) of elements first.. (first even): bytes, or nibble pairs.
+  static void set_codes(std::uint8_t* w, std::uint64_t first, std::uint64_t count,
+                        const std::int8_t* q) {
+    if constexpr (S::bits == 8) {
+      std::memcpy(w + first, q, count);
+    } else {
+      for (std::uint64_t j = 0; j + 1 < count; j += 2)
+        w[(first + j) / 2] = static_cast<std::uint8_t>((q[j] & 0xf) | (q[j + 1] & 0xf) << 4);
+      if (count % 2 != 0) { // the row's odd last element: its byte's high nibble stays
+        std::uint8_t& last = w[(first + count - 1) / 2];
+        last = static_cast<std::uint8_t>((last & 0xf0) | (q[count - 1] & 0xf));
+      }
+    }
+  }
+  void check_whole_blocks(std::uint64_t lo, std::uint64_t hi) const {
+    COMMPRESS_EXPECTS(
+        lo % S::block == 0 && lo <= hi && hi <= len_ && (hi % S::block == 0 || hi == len_),
+        errc::invalid_argument, "stored_rows", "a range of store_int must cover whole blocks");
   }
 
   std::uint64_t rows_ = 0;

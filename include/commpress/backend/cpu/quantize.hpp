@@ -139,6 +139,18 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
            c.group % 8 == 0 && c.group <= fused_max_block;
   }
 
+  /// The error state of encode_ef as an fp32 array updated in place.
+  struct error_in_place {
+    float* e;
+    std::size_t n;
+    /// The block's m values, to be read and updated.
+    float* load(std::size_t begin, std::size_t) const { return e + begin; }
+    /// The block's update is final (nothing to write back).
+    void store(std::size_t, std::size_t) const {}
+    /// What the pass over the values of element `at` onwards prefetches.
+    cpu::detail::prefetch_stream stream(std::size_t at) const { return {e + at, e + n}; }
+  };
+
   /// One error-feedback step fused with the encode (feedback/ef.hpp, issue 7): per block,
   /// h = screen(g) + e, the body gets Q(h), and e is updated from the fresh error
   /// h - deQ(Q(h)) by `rule` (plain EF: e = fresh where finite; LoCo: the moving average; see
@@ -146,16 +158,20 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
   /// the same order, as the policies' unfused sequence (h in a workspace, encode,
   /// decode_accumulate with weight -1, the rule), in one pass over g and e. Returns the
   /// non-finite count of g. ctx.on_nonfinite is not `fail`.
-  static std::size_t encode_ef(const quantize& c, const context& ctx, const float* g, float* e,
-                               std::size_t n, unsigned char* body, std::size_t& held,
-                               format::body_checksum& sum, error_update rule) {
+  ///
+  /// `err` holds e (error_in_place, or a stored state with the same three members): each
+  /// block's values come from err.load(begin, m) and go back with err.store(begin, m).
+  template <class ErrorBlocks>
+  static std::size_t encode_ef(const quantize& c, const context& ctx, const float* g,
+                               ErrorBlocks& err, std::size_t n, unsigned char* body,
+                               std::size_t& held, format::body_checksum& sum, error_update rule) {
     std::size_t bad = 0;
     const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
     dispatch_quantize(c, [&](auto b, auto, auto s) {
       bad = zero ? encode_ef_impl<decltype(b)::value, decltype(s)::value, true>(
-                       c, ctx, g, e, n, body, held, sum, rule)
+                       c, ctx, g, err, n, body, held, sum, rule)
                  : encode_ef_impl<decltype(b)::value, decltype(s)::value, false>(
-                       c, ctx, g, e, n, body, held, sum, rule);
+                       c, ctx, g, err, n, body, held, sum, rule);
     });
     return bad;
   }
@@ -307,10 +323,11 @@ private:
     return true;
   }
 
-  template <unsigned B, bool S, bool Zero>
-  static std::size_t encode_ef_impl(const quantize& c, const context& ctx, const float* g, float* e,
-                                    std::size_t n, unsigned char* body, std::size_t& held,
-                                    format::body_checksum& sum, error_update rule) {
+  template <unsigned B, bool S, bool Zero, class ErrorBlocks>
+  static std::size_t encode_ef_impl(const quantize& c, const context& ctx, const float* g,
+                                    ErrorBlocks& err, std::size_t n, unsigned char* body,
+                                    std::size_t& held, format::body_checksum& sum,
+                                    error_update rule) {
     using namespace cpu::detail;
     const std::size_t len = c.group;
     unsigned char* const codes = body + c.n_groups(n) * c.record_bytes();
@@ -325,7 +342,8 @@ private:
       const std::size_t end = n - begin < len ? n : begin + len;
       const std::size_t m = end - begin;
       sum.written(codes_at + begin / 8 * B); // the groups before this one
-      const screened_sum sums = add_screened<Zero>(g + begin, e + begin, m, h, {g + begin, g + n});
+      float* const e = err.load(begin, m);
+      const screened_sum sums = add_screened<Zero>(g + begin, e, m, h, {g + begin, g + n});
       bad += sums.nonfinite;
       const std::uint32_t key = sums.max_bits;
       float s0 = bits_to_float(key);
@@ -352,8 +370,9 @@ private:
           if constexpr (S)
             philox_words(u.key, u.step, (begin + i) >> 2, (mm + 3) / 4, words);
           held += sym_encode_error<B, S>(h + i, mm, k.inv, rec.a, words, packed + i / 8 * B, rule,
-                                         bounded, e + begin + i, {e + begin + i, e + n});
+                                         bounded, e + i, err.stream(begin + i));
         }
+        err.store(begin, m);
         continue;
       }
       if (key < 0x7f800000u) {
@@ -384,9 +403,10 @@ private:
       std::uint32_t kept = 0;
       for (std::size_t j = 0; j < m; ++j) {
         const float v = static_cast<float>(static_cast<std::int32_t>(code[j]) - offset) * rec.a;
-        kept += rule(h[j] + -1.0f * v, e[begin + j]) ? 1u : 0u;
+        kept += rule(h[j] + -1.0f * v, e[j]) ? 1u : 0u;
       }
       held += kept;
+      err.store(begin, m);
     }
     return bad;
   }
