@@ -643,6 +643,7 @@ COMMPRESS_FORCEINLINE screened_sum add_screened(const float* COMMPRESS_RESTRICT 
   std::uint32_t nonfinite = 0;
   std::size_t j = 0;
 #if defined(COMMPRESS_CPU_AVX512)
+  COMMPRESS_AVX512_BEGIN
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
   const __m512i inf = _mm512_set1_epi32(0x7f800000);
   __m512i most = _mm512_setzero_si512();
@@ -666,6 +667,7 @@ COMMPRESS_FORCEINLINE screened_sum add_screened(const float* COMMPRESS_RESTRICT 
   if (Zero ? any_nonfinite != 0 : vector_max >= 0x7f800000u)
     for (std::size_t i = 0; i < j; ++i)
       nonfinite += (commpress::detail::float_to_bits(g[i]) & 0x7fffffffu) >= 0x7f800000u ? 1u : 0u;
+  COMMPRESS_AVX512_END
 #else
   (void)prefetch;
   constexpr std::uint32_t vector_max = 0;
