@@ -5,6 +5,7 @@
 // (feedback/storage.hpp), whole rows and block ranges, and the range precondition.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -46,8 +47,10 @@ std::vector<float> test_row(std::size_t n, unsigned salt) {
 
 template <class S> void check_int_storage(float qmax) {
   constexpr std::size_t block = S::block;
-  // Whole blocks, a partial last block, an odd row (the 4-bit format's lone last nibble).
-  for (std::size_t n : {std::size_t{1}, block, 3 * block, 3 * block + 5, 2 * block + 1}) {
+  // Whole blocks, a partial last block, an odd row (the 4-bit format's lone last nibble), and
+  // rows of more blocks than store_range forms scales for at once (8).
+  for (std::size_t n : {std::size_t{1}, block, 3 * block, 3 * block + 5, 2 * block + 1,
+                        11 * block + 37, 16 * block}) {
     CAPTURE(n);
     std::vector<float> x = test_row(n, 7);
     if (n > block) // an all-zero block and a denormal
@@ -65,8 +68,8 @@ template <class S> void check_int_storage(float qmax) {
 
     // The same row stored block range by block range reads back the same, by range too.
     cp::stored_rows<S> ranged(2, n);
-    for (std::size_t lo = 0; lo < n; lo += 2 * block) {
-      const std::size_t hi = std::min(n, lo + 2 * block);
+    for (std::size_t lo = 0; lo < n; lo += 9 * block) {
+      const std::size_t hi = std::min(n, lo + 9 * block);
       ranged.store_range(1, lo, hi, x.data() + lo);
     }
     CHECK(ranged == rows);
@@ -91,6 +94,28 @@ template <class S> void check_int_storage(float qmax) {
     CHECK(back == int_storage_of(ties, block, qmax));
     CHECK(back[1] == 3.0f * 2.0f);  // 1.5 -> 2
     CHECK(back[2] == -3.0f * 2.0f); // -2.5 -> -2
+  }
+  {
+    // A loss-scale change by an infinite factor: the scales become infinite (or NaN for an
+    // all-zero block) and each value is mul_rn(code, scale), so 0 * inf is the canonical NaN.
+    std::vector<float> x = test_row(2 * block, 5);
+    std::fill(x.begin() + block, x.end(), 0.0f);
+    cp::stored_rows<S> rows(1, 2 * block);
+    rows.store_row(0, x.data());
+    rows.scale_by(INFINITY);
+    std::vector<float> back(2 * block);
+    rows.load_row(0, back.data());
+    const std::vector<float> finite = int_storage_of(x, block, qmax);
+    std::size_t mismatches = 0;
+    for (std::size_t j = 0; j < 2 * block; ++j) {
+      std::uint32_t got;
+      std::memcpy(&got, &back[j], 4);
+      const std::uint32_t expected = finite[j] > 0.0f   ? 0x7f800000u  // +inf
+                                     : finite[j] < 0.0f ? 0xff800000u  // -inf
+                                                        : 0x7fc00000u; // canonical NaN
+      mismatches += got != expected ? 1u : 0u;
+    }
+    CHECK(mismatches == 0);
   }
   // A range must cover whole blocks; nothing is written when it does not.
   cp::stored_rows<S> rows(1, 3 * block);

@@ -14,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include "commpress/backend/cpu/detail/kernels.hpp"
 #include "commpress/core/config.hpp"
 #include "commpress/core/dtype.hpp"
 #include "commpress/core/error.hpp"
@@ -107,7 +108,14 @@ public:
       for (std::uint64_t b = lo / S::block; b * S::block < hi; ++b) {
         const std::uint64_t first = b * S::block;
         const std::uint64_t last = std::min<std::uint64_t>(first + S::block, hi);
-        const float scale = sc[b]; // one scale per block: the loop vectorizes
+        const float scale = sc[b];
+        if constexpr (S::bits == 8) {
+          if (detail::is_finite(scale)) { // the vector loop, when no product can be NaN
+            cpu::detail::int8_values(reinterpret_cast<const std::int8_t*>(w + first), last - first,
+                                     scale, out + (first - lo));
+            continue;
+          }
+        }
         for (std::uint64_t j = first; j < last; ++j)
           out[j - lo] = detail::mul_rn(static_cast<float>(code_at(w, j)), scale);
       }
@@ -128,23 +136,29 @@ public:
       check_whole_blocks(lo, hi);
       float* sc = scales_.data() + r * scales_per_row(len_);
       std::int8_t q[S::block];
-      for (std::uint64_t b = lo / S::block; b * S::block < hi; ++b) {
-        const std::uint64_t first = b * S::block;
-        const std::uint64_t count = std::min<std::uint64_t>(first + S::block, hi) - first;
-        const float* x = in + (first - lo);
-        // max |x| as the largest magnitude bit pattern: the same value for finite x, and an
-        // integer max reduction vectorizes where a float one does not (perf.md B2).
-        std::uint32_t most = 0;
-        for (std::uint64_t j = 0; j < count; ++j)
-          most = std::max(most, detail::float_to_bits(x[j]) & 0x7fffffffu);
-        const float scale = detail::div_rn(detail::bits_to_float(most), S::qmax);
-        sc[b] = scale;
-        if (scale > 0.0f) {
-          quantize_block(x, count, scale, q);
-        } else {
-          std::memset(q, 0, count);
+      // The scales of a group of blocks are formed before their codes: each block's chain of
+      // max reduction and two divisions is long, and the groups let those chains overlap.
+      constexpr std::uint64_t group = 8;
+      const std::uint64_t end_block = detail::ceil_div(hi, std::uint64_t{S::block});
+      for (std::uint64_t b0 = lo / S::block; b0 < end_block; b0 += group) {
+        const std::uint64_t b1 = std::min(b0 + group, end_block);
+        for (std::uint64_t b = b0; b < b1; ++b) {
+          const std::uint64_t first = b * S::block;
+          const std::uint64_t count = std::min<std::uint64_t>(first + S::block, hi) - first;
+          // max |x| as the largest magnitude bit pattern: the same value for finite x.
+          const std::uint32_t most = cpu::detail::max_magnitude_bits(in + (first - lo), count);
+          sc[b] = detail::div_rn(detail::bits_to_float(most), S::qmax);
         }
-        set_codes(w, first, count, q);
+        for (std::uint64_t b = b0; b < b1; ++b) {
+          const std::uint64_t first = b * S::block;
+          const std::uint64_t count = std::min<std::uint64_t>(first + S::block, hi) - first;
+          if (sc[b] > 0.0f) {
+            quantize_block(in + (first - lo), count, sc[b], q);
+          } else {
+            std::memset(q, 0, count);
+          }
+          set_codes(w, first, count, q);
+        }
       }
     }
   }
@@ -241,14 +255,7 @@ private:
       return static_cast<std::int8_t>(v);
     };
     if (scale >= 0x1p-126f) { // a normal scale: 1 / scale is finite and rounded once
-      const float inv = 1.0f / scale;
-      std::uint32_t farthest = 0; // the largest |y - round(y)|, as bits (as max |x| above)
-      for (std::uint64_t j = 0; j < count; ++j) {
-        const float y = x[j] * inv;
-        const float r = (y + magic) - magic;
-        farthest = std::max(farthest, detail::float_to_bits(y - r) & 0x7fffffffu);
-        q[j] = code(r);
-      }
+      const std::uint32_t farthest = cpu::detail::int_codes(x, count, 1.0f / scale, S::qmax, q);
       if (detail::bits_to_float(farthest) <= 0.5f - 0x1p-14f)
         return;
     }

@@ -528,6 +528,76 @@ COMMPRESS_FORCEINLINE void sym_accumulate(const std::uint8_t* COMMPRESS_RESTRICT
   }
 }
 
+/// Signed codes of m finite elements in a store_int block (feedback/storage.hpp):
+/// q[i] = clamp(round_half_even(x[i] * inv), -qmax, qmax). Returns the largest
+/// |x[i] * inv - round_half_even(x[i] * inv)| as bits, which tells the caller whether a product
+/// came near a rounding tie. round_half_even is the add and subtract of 1.5 * 2^23, exact for
+/// |x[i] * inv| < 2^22; max and min return their second operand for NaN, as the selects do.
+inline std::uint32_t int_codes(const float* COMMPRESS_RESTRICT x, std::size_t m, float inv,
+                               float qmax, std::int8_t* COMMPRESS_RESTRICT q) {
+  constexpr float magic = 12582912.0f;
+  std::size_t i = 0;
+  std::uint32_t farthest = 0;
+#if defined(COMMPRESS_CPU_AVX512)
+  COMMPRESS_AVX512_BEGIN
+  const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512 vmagic = _mm512_set1_ps(magic);
+  const __m512 hi = _mm512_set1_ps(qmax);
+  const __m512 lo = _mm512_set1_ps(-qmax);
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+  __m512i far = _mm512_setzero_si512();
+  const auto code16 = [&](const float* v) { // 16 codes as int32 lanes, far updated
+    const __m512 y = _mm512_mul_ps(_mm512_loadu_ps(v), vinv);
+    const __m512 r = _mm512_sub_ps(_mm512_add_ps(y, vmagic), vmagic);
+    const __m512i d = _mm512_and_si512(_mm512_castps_si512(_mm512_sub_ps(y, r)), magnitude);
+    far = _mm512_max_epu32(far, d);
+    return _mm512_cvttps_epi32(_mm512_min_ps(_mm512_max_ps(r, lo), hi));
+  };
+  for (; i + 64 <= m; i += 64) { // the codes fit int8, so the saturating packs are exact
+    const __m512i c0 = code16(x + i), c1 = code16(x + i + 16);
+    const __m512i c2 = code16(x + i + 32), c3 = code16(x + i + 48);
+    const __m512i bytes =
+        _mm512_packs_epi16(_mm512_packs_epi32(c0, c1), _mm512_packs_epi32(c2, c3));
+    _mm512_storeu_si512(
+        q + i, _mm512_permutexvar_epi32(
+                   _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), bytes));
+  }
+  for (; i + 16 <= m; i += 16)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(code16(x + i)));
+  farthest = _mm512_reduce_max_epu32(far);
+  COMMPRESS_AVX512_END
+#endif
+  for (; i < m; ++i) {
+    const float y = x[i] * inv;
+    const float r = (y + magic) - magic;
+    const std::uint32_t d = commpress::detail::float_to_bits(y - r) & 0x7fffffffu;
+    farthest = d > farthest ? d : farthest;
+    float c = r > -qmax ? r : -qmax;
+    c = c < qmax ? c : qmax;
+    q[i] = static_cast<std::int8_t>(static_cast<std::int32_t>(c));
+  }
+  return farthest;
+}
+
+/// out[i] = q[i] * scale for m signed 8-bit codes and a finite scale (so the product is never
+/// NaN and mul_rn's NaN select has nothing to do): the values of a store_int<8> block.
+inline void int8_values(const std::int8_t* COMMPRESS_RESTRICT q, std::size_t m, float scale,
+                        float* COMMPRESS_RESTRICT out) {
+  std::size_t i = 0;
+#if defined(COMMPRESS_CPU_AVX512)
+  COMMPRESS_AVX512_BEGIN
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (; i + 16 <= m; i += 16) {
+    const __m512i c =
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i)));
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_cvtepi32_ps(c), vscale));
+  }
+  COMMPRESS_AVX512_END
+#endif
+  for (; i < m; ++i)
+    out[i] = static_cast<float>(q[i]) * scale;
+}
+
 /// Symmetric codes of m elements (m a multiple of 8, at most code_chunk) packed at out:
 /// sym_codes_nearest, or with Stochastic sym_codes_stochastic on words[0..m), then pack_codes.
 /// prefetch(i) once per 16 elements where the AVX-512 kernel runs.
