@@ -168,10 +168,21 @@ TEST_SUITE("compress") {
             CAPTURE(k);
             CAPTURE(zero_nonfinite);
             std::vector<std::uint32_t> ws(d);
-            std::vector<unsigned char> bitmap((d + 7) / 8, 0);
+            // The bitmap is written in full whatever it held.
+            std::vector<unsigned char> bitmap((d + 7) / 8, 0xa5);
             std::size_t bad = 0;
             const auto kept =
                 cd::top_k_sampled(x.data(), d, k, zero_nonfinite, ws.data(), bad, bitmap.data());
+            // Again with the values written to a buffer of exactly 4 k bytes, one byte off a
+            // 4-byte boundary as a payload's value section may be.
+            std::vector<unsigned char> values(4 * k + 1, 0);
+            std::vector<std::uint32_t> ws2(d);
+            std::size_t bad2 = 0;
+            const auto kept2 = cd::top_k_sampled(x.data(), d, k, zero_nonfinite, ws2.data(), bad2,
+                                                 nullptr, values.data() + 1);
+            CHECK((kept2.index == nullptr) == (kept.index == nullptr));
+            CHECK(kept2.bits == nullptr);
+            CHECK(bad2 == bad);
             if (kept.index == nullptr) {
               CHECK(bad == 0);
               // Smooth data, with or without a few NaN/Inf, never needs the full method; with
@@ -189,6 +200,9 @@ TEST_SUITE("compress") {
               wrong_bits += kept.bits[j] != (zero ? 0u : b); // zeroed to +0
             }
             CHECK(wrong_bits == 0);
+            CHECK(std::vector<std::uint32_t>(kept2.index, kept2.index + k) == want);
+            CHECK(std::memcmp(values.data() + 1, kept.bits, 4 * k) == 0);
+            CHECK(values[0] == 0);
             // The bitmap marks exactly the kept elements (rejected candidates cleared).
             std::vector<unsigned char> want_bitmap((d + 7) / 8, 0);
             for (std::uint32_t i : want)

@@ -58,15 +58,14 @@ template <> struct codec_impl<top_k, cpu::seq_t> {
     for (std::uint64_t r = 0; r < rows; ++r) {
       unsigned char* idx = body + r * ib;
       unsigned char* val = body + rows * ib + r * k * vb;
-      if (bitmap)
-        std::memset(idx, 0, ib);
-      const auto kept = sampled_row(raw_row(in.data() + r * d), d, k, ctx.on_nonfinite, keys_of(ws),
-                                    bad, bitmap ? idx : nullptr);
+      const auto kept =
+          sampled_row(raw_row(in.data() + r * d), d, k, ctx.on_nonfinite, keys_of(ws), bad,
+                      bitmap ? idx : nullptr, c.values == dtype::f32 ? val : nullptr);
       if (kept.index != nullptr) {
         write_kept(kept, k, bitmap, width, c.values, idx, val);
         continue;
       }
-      if (bitmap) // the sampled method may have marked candidates before it declined
+      if (bitmap) // set bit by bit below: clear what the sampled method may have left
         std::memset(idx, 0, ib);
       std::uint64_t j = 0;
       select_row(
@@ -155,20 +154,22 @@ private:
   /// Long fp32 rows: the sampled-threshold method of detail/top_k_select.hpp (same selection,
   /// about 20x faster than nth_element over the row, perf.md B3). Nulls when it does not apply
   /// (fp16/bf16 input, short rows, k = 0 or d) or declined; the caller then runs select_row.
-  /// With a `bitmap` (cleared), the kept elements' bits are set in it (see top_k_sampled).
+  /// With a `bitmap`, it is written in full; with fp32 `values`, the kept values go straight
+  /// there (see top_k_sampled).
   static cpu::detail::sampled_top_k sampled_row(const float* raw, std::uint64_t d, std::uint64_t k,
                                                 nonfinite_policy policy, std::uint32_t* keys,
-                                                std::size_t& bad, unsigned char* bitmap = nullptr) {
+                                                std::size_t& bad, unsigned char* bitmap = nullptr,
+                                                unsigned char* values = nullptr) {
     if (raw == nullptr || k == 0 || k == d || d < cpu::detail::sampled_top_k_min_row)
       return {nullptr, nullptr};
     return cpu::detail::top_k_sampled(raw, d, k, policy == nonfinite_policy::zero_and_count, keys,
-                                      bad, bitmap);
+                                      bad, bitmap, values);
   }
 
-  /// Writes a row's index and value sections from sampled_row's arrays (a bitmap is already
-  /// written), in loops of their own: through a per-element callback, the byte stores (which
-  /// may alias anything) made the compiler reload the callback's state for every element, a
-  /// quarter of the time at k = 10%.
+  /// Writes a row's index and value sections from sampled_row's arrays (a bitmap, and values
+  /// without `kept.bits`, are already written), in loops of their own: through a per-element
+  /// callback, the byte stores (which may alias anything) made the compiler reload the callback's
+  /// state for every element, a quarter of the time at k = 10%.
   static void write_kept(cpu::detail::sampled_top_k kept, std::uint64_t k, bool bitmap,
                          unsigned width, dtype values, unsigned char* idx, unsigned char* val) {
     if (!bitmap && width == 4) {
@@ -177,12 +178,10 @@ private:
       for (std::uint64_t j = 0; j < k; ++j)
         store_index(idx + j * width, width, kept.index[j]);
     }
-    if (values == dtype::f32) {
-      std::memcpy(val, kept.bits, 4 * k);
-    } else {
-      for (std::uint64_t j = 0; j < k; ++j)
-        store_value(val + 2 * j, 2, encode_as(values, std::bit_cast<float>(kept.bits[j])));
-    }
+    if (kept.bits == nullptr) // fp32 values: already written
+      return;
+    for (std::uint64_t j = 0; j < k; ++j)
+      store_value(val + 2 * j, 2, encode_as(values, std::bit_cast<float>(kept.bits[j])));
   }
 
   /// Selects the k of d elements of one row by nth_element over all of its keys. load(i, count)

@@ -105,7 +105,8 @@ inline kth_key radix_select(const std::uint32_t* words, std::uint64_t n, std::ui
 }
 
 /// The elements top_k_sampled keeps, in increasing index: index[j] and the screened fp32 bits
-/// bits[j] for j < k. Both null when it declined.
+/// bits[j] for j < k. Both null when it declined; bits alone null when the bits went to the
+/// caller's `values`.
 struct sampled_top_k {
   const std::uint32_t* index;
   const std::uint32_t* bits;
@@ -125,10 +126,12 @@ struct sampled_top_k {
 /// k, or about a third of the row, collected); the caller then runs the full method. Otherwise
 /// adds the row's NaN/Inf count to `bad`. The kept elements come back as arrays, not through a
 /// per-element callback, so that the callers can write them in tight loops. With a `bitmap`
-/// (d bits, LSB first, all zero on entry), the kept elements' bits are also set there: the
-/// streaming pass stores each 16-element candidate mask whole and the compaction clears the
-/// few candidates it rejects, so the bitmap costs no per-element read-modify-write. When the
-/// method declines, the bitmap's contents are unspecified.
+/// (d bits, LSB first, any contents on entry), the kept elements' bits are set there and every
+/// other bit cleared: the streaming pass stores each 16-element candidate mask whole and the
+/// compaction clears the few candidates it rejects, so the bitmap costs no per-element
+/// read-modify-write and no clearing pass. With `values` (4 k bytes, any alignment), the
+/// compaction writes the kept bits there instead of into the workspace, so they are not copied
+/// again. When the method declines, the bitmap's and values' contents are unspecified.
 /// @param d at least sampled_top_k_min_row
 /// @param ws at least d 32-bit words: radix_select's counters, then three arrays of d / 3;
 ///           the result points into it
@@ -136,7 +139,8 @@ static_assert(sampled_top_k_min_row >= 8 * radix_select_bins,
               "top_k_sampled's arrays must have room after radix_select's counters");
 inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint64_t d,
                                    std::uint64_t k, bool zero_nonfinite, std::uint32_t* ws,
-                                   std::size_t& bad, unsigned char* bitmap = nullptr) {
+                                   std::size_t& bad, unsigned char* bitmap = nullptr,
+                                   unsigned char* values = nullptr) {
   constexpr sampled_top_k declined{nullptr, nullptr};
   const std::uint64_t cap = (d - radix_select_bins) / 3;
   std::uint32_t* const hist = ws;
@@ -236,6 +240,8 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
     }
   }
 #endif
+  if (bitmap != nullptr) // the bytes the loop below sets bit by bit (i is a multiple of 16)
+    std::memset(bitmap + i / 8, 0, (d + 7) / 8 - i / 8);
   for (; i < d; ++i) {
     std::uint32_t u;
     std::memcpy(&u, x + i, 4);
@@ -290,10 +296,16 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
       for (unsigned rejected = ~keep & 0xffffu; rejected != 0; rejected &= rejected - 1)
         unmark(idx[j + static_cast<unsigned>(std::countr_zero(rejected))]);
       // All 16 lanes stored (see keys_in_range): m <= j, so only lanes already read are hit.
+      // The caller's `values` get the kept lanes alone: nothing past its 4 k bytes.
       const auto mask = static_cast<__mmask16>(keep);
+      const auto kept = static_cast<unsigned>(std::popcount(keep));
       _mm512_storeu_si512(idx + m, _mm512_maskz_compress_epi32(mask, _mm512_loadu_si512(idx + j)));
-      _mm512_storeu_si512(val + m, _mm512_maskz_compress_epi32(mask, v));
-      m += static_cast<std::uint64_t>(std::popcount(keep));
+      if (values != nullptr)
+        _mm512_mask_storeu_epi32(values + 4 * m, static_cast<__mmask16>((1u << kept) - 1u),
+                                 _mm512_maskz_compress_epi32(mask, v));
+      else
+        _mm512_storeu_si512(val + m, _mm512_maskz_compress_epi32(mask, v));
+      m += kept;
     }
   }
 #endif
@@ -305,11 +317,14 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
     if (!keep)
       unmark(idx[j]);
     idx[m] = idx[j]; // branchless: written always, kept if it is kept
-    val[m] = val[j];
+    if (values == nullptr)
+      val[m] = val[j];
+    else if (keep)
+      std::memcpy(values + 4 * m, val + j, 4);
     m += keep ? 1u : 0u;
   }
   bad += nonfinite;
-  return {idx, val};
+  return {idx, values == nullptr ? val : nullptr};
 }
 
 } // namespace commpress::cpu::detail
