@@ -28,6 +28,10 @@
 /// Terms are double: a float's |x| and a float product x * x are exact in double, so the only
 /// roundings are the additions above, which are the same on both backends (neither FMA
 /// contraction nor a different rounding mode can change x * x + s when x * x is exact).
+///
+/// A NaN term makes the sum NaN, but which NaN is unspecified: x86 and GPUs pass different
+/// operands' payloads through an addition (seen on an H200). Consumers only test for NaN:
+/// sign::scale_from_sum turns any NaN sum into the canonical float NaN.
 
 #include <cstdint>
 

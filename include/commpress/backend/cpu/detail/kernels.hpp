@@ -368,9 +368,17 @@ sym_encode_error64(const float* COMMPRESS_RESTRICT h, std::size_t m, float inv, 
   return held;
 }
 
+/// v with every NaN lane replaced by the canonical NaN, as math.hpp's rounded operations return
+/// (x86 passes an operand's payload through; the CUDA kernels write the canonical one).
+COMMPRESS_FORCEINLINE __m512 canonical_nan16(__m512 v) {
+  return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
+                            _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
+}
+
 /// Decodes m symmetric codes (m a multiple of 64) packed at in: out = (code - L) * scale, or
-/// out += weight * that when Accumulate; Stream writes out with non-temporal stores (out
-/// 64-byte aligned), so a large output costs no read for ownership.
+/// out += weight * that when Accumulate, NaN results canonical (mul_rn, add_rn); Stream writes
+/// out with non-temporal stores (out 64-byte aligned), so a large output costs no read for
+/// ownership.
 template <unsigned B, bool Accumulate, bool Stream>
 COMMPRESS_FORCEINLINE void sym_decode64(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m,
                                         float scale, float weight, float* COMMPRESS_RESTRICT out,
@@ -383,6 +391,7 @@ COMMPRESS_FORCEINLINE void sym_decode64(const unsigned char* COMMPRESS_RESTRICT 
     __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(code, offset)), vscale);
     if constexpr (Accumulate)
       v = _mm512_add_ps(_mm512_loadu_ps(o), _mm512_mul_ps(vweight, v));
+    v = canonical_nan16(v); // a NaN anywhere above leaves a NaN here: one canonicalisation
     if constexpr (Stream)
       _mm512_stream_ps(o, v);
     else
@@ -513,7 +522,8 @@ COMMPRESS_FORCEINLINE void sym_decode(const std::uint8_t* COMMPRESS_RESTRICT c, 
                                       float scale, float* COMMPRESS_RESTRICT out) {
   constexpr std::int32_t offset = (1 << (B - 1)) - 1;
   for (std::size_t i = 0; i < m; ++i)
-    out[i] = static_cast<float>(static_cast<std::int32_t>(c[i]) - offset) * scale;
+    out[i] = commpress::detail::mul_rn(static_cast<float>(static_cast<std::int32_t>(c[i]) - offset),
+                                       scale);
 }
 
 /// acc[i] += weight * ((code - L) * scale), each operation rounded once (decode_accumulate).
@@ -523,8 +533,9 @@ COMMPRESS_FORCEINLINE void sym_accumulate(const std::uint8_t* COMMPRESS_RESTRICT
                                           float* COMMPRESS_RESTRICT acc) {
   constexpr std::int32_t offset = (1 << (B - 1)) - 1;
   for (std::size_t i = 0; i < m; ++i) {
-    const float v = static_cast<float>(static_cast<std::int32_t>(c[i]) - offset) * scale;
-    acc[i] = acc[i] + weight * v;
+    const float v = commpress::detail::mul_rn(
+        static_cast<float>(static_cast<std::int32_t>(c[i]) - offset), scale);
+    acc[i] = commpress::detail::add_rn(acc[i], commpress::detail::mul_rn(weight, v));
   }
 }
 
@@ -952,9 +963,9 @@ template <bool Bf16, bool Zero>
 }
 
 /// Decodes n bf16 (Bf16) or fp16 wire codes: out = value, or out += weight * value when
-/// Accumulate (two roundings, as decode_accumulate). fp16 uses F16C's vcvtph2ps when enabled
-/// (exact), with NaN codes rebuilt by half_bits_to_float_bits' rule so signalling NaNs keep
-/// their bits.
+/// Accumulate (two roundings and a canonical NaN, as decode_accumulate's add_rn and mul_rn). fp16
+/// uses F16C's vcvtph2ps when enabled (exact), with NaN codes rebuilt by half_bits_to_float_bits'
+/// rule so signalling NaNs keep their bits.
 template <bool Bf16, bool Accumulate>
 inline void cast_decode(const unsigned char* COMMPRESS_RESTRICT in, std::size_t n,
                         float* COMMPRESS_RESTRICT out, float weight) {
@@ -976,8 +987,12 @@ inline void cast_decode(const unsigned char* COMMPRESS_RESTRICT in, std::size_t 
           _mm256_slli_epi32(_mm256_and_si256(w, man_mask), 13));
       v = _mm256_blendv_ps(v, _mm256_castsi256_ps(nan_bits), _mm256_castsi256_ps(is_nan));
       if constexpr (Accumulate) {
-        _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(out + i),
-                                                _mm256_mul_ps(_mm256_set1_ps(weight), v)));
+        // A NaN product leaves a NaN sum, so one canonicalisation gives add_rn(mul_rn(..))'s bits.
+        const __m256 r =
+            _mm256_add_ps(_mm256_loadu_ps(out + i), _mm256_mul_ps(_mm256_set1_ps(weight), v));
+        _mm256_storeu_ps(out + i,
+                         _mm256_blendv_ps(r, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)),
+                                          _mm256_cmp_ps(r, r, _CMP_UNORD_Q)));
       } else {
         _mm256_storeu_ps(out + i, v);
       }
@@ -992,7 +1007,7 @@ inline void cast_decode(const unsigned char* COMMPRESS_RESTRICT in, std::size_t 
     float v;
     std::memcpy(&v, &u, 4);
     if constexpr (Accumulate) {
-      out[i] = out[i] + weight * v;
+      out[i] = commpress::detail::add_rn(out[i], commpress::detail::mul_rn(weight, v));
     } else {
       out[i] = v;
     }
