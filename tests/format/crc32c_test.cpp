@@ -67,3 +67,40 @@ TEST_CASE("crc32c: the portable tables agree with the dispatched implementation"
   for (std::size_t len : {0u, 1u, 7u, 8u, 9u, 4096u, 100003u})
     CHECK(~cpd::crc32c_portable(~0u, b.data(), len) == cpd::crc32c(b.data(), len));
 }
+
+#if defined(COMMPRESS_CRC32C_X86)
+TEST_CASE("crc32c: the folding and crc32-instruction paths agree with the tables") {
+  // Every length up to 1 KiB covers each exit of the folding loops (256-, 64- and 16-byte steps
+  // and a tail of 0-15 bytes), from unaligned starts and several incoming registers.
+  std::vector<unsigned char> b(70000);
+  for (std::size_t i = 0; i < b.size(); ++i)
+    b[i] = static_cast<unsigned char>(i * 2654435761u >> 11);
+  std::vector<std::size_t> lengths;
+  for (std::size_t len = 0; len <= 1024; ++len)
+    lengths.push_back(len);
+  lengths.insert(lengths.end(), {4095u, 4096u, 65536u, 65536u + 255u, 69990u});
+  const bool fold = cpd::cpu_has_vpclmul();
+  const bool sse42 = cpd::cpu_has_sse42();
+  if (!fold)
+    MESSAGE("no VPCLMULQDQ with AVX-512 on this CPU: the folding path is not run");
+  std::size_t fold_differs = 0, sse42_differs = 0;
+  for (std::uint32_t reg : {0u, 0xffffffffu, 0x9e3779b9u})
+    for (std::size_t offset : {0u, 1u, 13u})
+      for (std::size_t len : lengths) {
+        const unsigned char* p = b.data() + offset;
+        const std::uint32_t want = cpd::crc32c_portable(reg, p, len);
+        if (fold && cpd::crc32c_vpclmul(reg, p, len) != want && fold_differs++ == 0)
+          MESSAGE("folding differs first at length " << len << ", offset " << offset);
+        if (sse42 && cpd::crc32c_sse42(reg, p, len) != want && sse42_differs++ == 0)
+          MESSAGE("crc32 instruction differs first at length " << len << ", offset " << offset);
+      }
+  CHECK(fold_differs == 0);
+  CHECK(sse42_differs == 0);
+  // crc32c_x3 takes the folding path one buffer at a time where it exists.
+  std::uint32_t three[3];
+  cpd::crc32c_x3(b.data(), b.data() + 20000, b.data() + 40000, 20000, three);
+  CHECK(three[0] == cpd::crc32c(b.data(), 20000));
+  CHECK(three[1] == cpd::crc32c(b.data() + 20000, 20000));
+  CHECK(three[2] == cpd::crc32c(b.data() + 40000, 20000));
+}
+#endif
