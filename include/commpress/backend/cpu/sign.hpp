@@ -51,10 +51,12 @@ template <> struct codec_impl<sign, cpu::seq_t> {
           const std::uint64_t m = n - first < len ? n - first : len;
           const float* x = in.data() + first;
           unsigned char* bits = body + 4 * groups + first / 8;
-          const double sum = rms ? (zero ? cpu::detail::sign_group<true, true>(x, m, bits, bad)
-                                         : cpu::detail::sign_group<true, false>(x, m, bits, bad))
-                                 : (zero ? cpu::detail::sign_group<false, true>(x, m, bits, bad)
-                                         : cpu::detail::sign_group<false, false>(x, m, bits, bad));
+          const cpu::detail::prefetch_stream ahead{x, in.data() + n};
+          const double sum =
+              rms ? (zero ? cpu::detail::sign_group<true, true>(x, m, bits, bad, ahead)
+                          : cpu::detail::sign_group<true, false>(x, m, bits, bad, ahead))
+                  : (zero ? cpu::detail::sign_group<false, true>(x, m, bits, bad, ahead)
+                          : cpu::detail::sign_group<false, false>(x, m, bits, bad, ahead));
           cpu::detail::store_word<float>(body + 4 * g, c.scale_from_sum(sum, m));
         }
         return bad;

@@ -778,10 +778,12 @@ COMMPRESS_FORCEINLINE void streaming_store_fence() {
 /// (Rms: x * x, exact in double), in exactly that order: 32 double lanes per chunk of
 /// canonical_chunk terms, lane j taking the terms i % 32 == j in increasing i, a fixed tree
 /// over the lanes, and the same over the chunk sums. Zero: NaN/Inf count as 0
-/// (nonfinite_policy::zero_and_count). Adds the group's NaN/Inf count to `bad`.
+/// (nonfinite_policy::zero_and_count). Adds the group's NaN/Inf count to `bad`. prefetch(i) once
+/// per 16 elements.
 template <bool Rms, bool Zero>
 double sign_group(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
-                  unsigned char* COMMPRESS_RESTRICT bits, std::size_t& bad) {
+                  unsigned char* COMMPRESS_RESTRICT bits, std::size_t& bad,
+                  prefetch_stream prefetch = {}) {
   constexpr std::uint64_t chunk = 32768; // canonical_chunk
   const auto tree = [](double(&lane)[32]) {
     for (unsigned w = 16; w > 0; w /= 2)
@@ -800,6 +802,8 @@ double sign_group(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
     std::uint64_t i = 0;
     std::uint32_t nf_lanes[32] = {};
     for (; i + 32 <= len; i += 32) {
+      prefetch(first + i);
+      prefetch(first + i + 16);
       alignas(64) float v[32];
       for (unsigned j = 0; j < 32; ++j) {
         std::uint32_t u;
