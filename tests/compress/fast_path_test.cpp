@@ -264,6 +264,48 @@ TEST_SUITE("compress") {
     }
   }
 
+  TEST_CASE("cast: bodies streamed out and hashed from registers equal the per-element "
+            "definition, with a valid checksum, at every payload alignment") {
+    // Enough output for streaming stores (cpu::detail::streaming_store_min_bytes), whole checksum
+    // chunks and a partial last one; NaN and Inf scattered, so both policies count them.
+    const std::size_t n = cp::cpu::detail::streaming_store_min_bytes / 2 + 12345;
+    std::vector<float> x = sample(n, 7);
+    std::size_t planted = 0;
+    for (std::size_t i = 17; i < n; i += 1000003, ++planted)
+      x[i] = planted % 3 == 0   ? std::numeric_limits<float>::infinity()
+             : planted % 3 == 1 ? -std::numeric_limits<float>::infinity()
+                                : cp::detail::bits_to_float(0x7fa00001u);
+    for (auto to : {cp::dtype::bf16, cp::dtype::f16})
+      for (auto policy : {cp::nonfinite_policy::propagate, cp::nonfinite_policy::zero_and_count}) {
+        const cp::cast c{.to = to};
+        const std::size_t bytes = cp::max_payload_bytes(c, n);
+        std::vector<std::byte> storage(bytes + 128);
+        std::byte* aligned = storage.data();
+        while (reinterpret_cast<std::uintptr_t>(aligned) % 64 != 0)
+          ++aligned;
+        // The body starts 64 bytes in: aligned for the streaming path, or 16 bytes off it.
+        for (std::size_t offset : {0u, 16u}) {
+          CAPTURE(offset);
+          const std::span<std::byte> payload(aligned + offset, bytes);
+          const auto r = cp::encode(cp::cpu::seq, c, {.on_nonfinite = policy},
+                                    std::span<const float>(x), payload, {});
+          CHECK(r.nonfinite == planted);
+          CHECK_NOTHROW(cp::format::validate_envelope(payload));
+          const auto* body =
+              reinterpret_cast<const unsigned char*>(payload.data()) + cp::format::header_bytes;
+          std::size_t mismatches = 0;
+          for (std::size_t i = 0; i < n; ++i) {
+            const bool zero =
+                policy == cp::nonfinite_policy::zero_and_count && !std::isfinite(x[i]);
+            std::uint16_t got;
+            std::memcpy(&got, body + 2 * i, 2);
+            mismatches += got != c.encode_value(zero ? 0.0f : x[i]) ? 1u : 0u;
+          }
+          CHECK(mismatches == 0);
+        }
+      }
+  }
+
   TEST_CASE("cast: fp16 and bf16 codes equal to_half / to_bfloat16 for sampled bit patterns, "
             "NaN, Inf, subnormals and overflow included, and decode inverts them") {
     const std::size_t n = std::size_t{1} << 20;

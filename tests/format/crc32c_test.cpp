@@ -104,3 +104,20 @@ TEST_CASE("crc32c: the folding and crc32-instruction paths agree with the tables
   CHECK(three[2] == cpd::crc32c(b.data() + 40000, 20000));
 }
 #endif
+
+#if defined(COMMPRESS_CRC32C_STREAMING)
+TEST_CASE("crc32c: the streaming fold of 256-byte blocks equals crc32c of the buffer") {
+  std::vector<unsigned char> b(256 * 300);
+  for (std::size_t i = 0; i < b.size(); ++i)
+    b[i] = static_cast<unsigned char>(i * 2654435761u >> 9);
+  for (std::size_t blocks : {0u, 1u, 2u, 255u, 256u, 300u}) {
+    cpd::crc32c_streaming crc;
+    for (std::size_t k = 0; k < blocks; ++k) {
+      const unsigned char* p = b.data() + 256 * k;
+      crc.append(_mm512_loadu_si512(p), _mm512_loadu_si512(p + 64), _mm512_loadu_si512(p + 128),
+                 _mm512_loadu_si512(p + 192));
+    }
+    CHECK(crc.value() == cpd::crc32c(b.data(), 256 * blocks));
+  }
+}
+#endif

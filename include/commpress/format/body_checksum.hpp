@@ -10,8 +10,9 @@
 /// three complete 64 KiB chunks are hashed right away (crc32c_x3), while they are still in the
 /// core's L2. A body may start with a part written out of order (quantize's per-group records,
 /// which are known only once their group is done): the chunks that touch it are hashed by
-/// finish(), which then joins the two chains of chunk CRCs with crc32c_combine. The value is
-/// always payload_checksum()'s.
+/// finish(), which then joins the two chains of chunk CRCs with crc32c_combine. An encoder that
+/// hashes a chunk itself as it produces it hands over the chunk's CRC instead (chunk_hashed).
+/// The value is always payload_checksum()'s.
 
 #include <cstddef>
 #include <cstdint>
@@ -38,6 +39,15 @@ public:
       tail_ = chain_chunk_crcs(tail_, body_, bytes_, next_, next_ + 3);
       next_ += 3;
     }
+  }
+
+  /// The next ordered chunk, a whole checksum_chunk_bytes long, is written, and its CRC32C is
+  /// `chunk_crc` (hashed by its writer from registers: cpu::detail::cast_encode_streamed).
+  void chunk_hashed(std::uint32_t chunk_crc) {
+    unsigned char le[4];
+    detail::store_le<std::uint32_t>(le, chunk_crc);
+    tail_ = commpress::detail::crc32c_update(tail_, le, 4);
+    ++next_;
   }
 
   /// The payload checksum of `header` (bytes 0..59) and the body, all of which is written.

@@ -165,10 +165,43 @@ COMMPRESS_CRC32C_FOLD_TARGET inline __m512i crc32c_broadcast(crc32c_fold_multipl
   return _mm512_set_epi64(hi, lo, hi, lo, hi, lo, hi, lo);
 }
 
+/// The four accumulators of a 256-byte stride folded into one, as the 64 bytes they follow.
+COMMPRESS_CRC32C_FOLD_TARGET inline __m512i crc32c_fold_onto_last(__m512i a0, __m512i a1,
+                                                                  __m512i a2, __m512i a3) {
+  constexpr auto ahead64 = crc32c_fold_by(512);
+  const __m512i by64 = crc32c_broadcast(ahead64);
+  __m512i a = _mm512_xor_si512(crc32c_fold4(a0, by64), a1);
+  a = _mm512_xor_si512(crc32c_fold4(a, by64), a2);
+  return _mm512_xor_si512(crc32c_fold4(a, by64), a3);
+}
+
+/// A zmm accumulator's four lanes folded into the last: lanes 0, 1, 2 move 48, 32, 16 bytes
+/// ahead.
+COMMPRESS_CRC32C_FOLD_TARGET inline __m128i crc32c_last_lane(__m512i a) {
+  constexpr auto by48 = crc32c_fold_by(384), by32 = crc32c_fold_by(256), by16 = crc32c_fold_by(128);
+  const __m512i onto_last =
+      _mm512_set_epi64(0, 0, static_cast<long long>(by16.hi), static_cast<long long>(by16.lo),
+                       static_cast<long long>(by32.hi), static_cast<long long>(by32.lo),
+                       static_cast<long long>(by48.hi), static_cast<long long>(by48.lo));
+  const __m512i moved = crc32c_fold4(a, onto_last);
+  const __m128i v =
+      _mm_xor_si128(_mm512_extracti32x4_epi32(a, 3), _mm512_extracti32x4_epi32(moved, 0));
+  return _mm_xor_si128(
+      v, _mm_xor_si128(_mm512_extracti32x4_epi32(moved, 1), _mm512_extracti32x4_epi32(moved, 2)));
+}
+
+/// The inverted register after a message that folded to the 16-byte lane v: the `crc32`
+/// instruction computes the remainder of whatever it is given, and folding keeps the message's
+/// remainder unchanged.
+COMMPRESS_CRC32C_FOLD_TARGET inline std::uint32_t crc32c_reduce_lane(__m128i v) {
+  std::uint64_t r = __builtin_ia32_crc32di(0, static_cast<std::uint64_t>(_mm_cvtsi128_si64(v)));
+  r = __builtin_ia32_crc32di(r, static_cast<std::uint64_t>(_mm_extract_epi64(v, 1)));
+  return static_cast<std::uint32_t>(r);
+}
+
 /// CRC32C on the inverted register `c`, as crc32c_sse42, by folding: four zmm accumulators
 /// (sixteen 16-byte lanes) each fold 256 bytes ahead per step, then fold into one zmm, one lane,
-/// and the `crc32` instruction reduces the last lane to the 32-bit register: it computes the
-/// remainder of whatever it is given, and folding keeps the message's remainder unchanged.
+/// and the `crc32` instruction reduces the last lane to the 32-bit register.
 COMMPRESS_CRC32C_FOLD_TARGET inline std::uint32_t
 crc32c_vpclmul(std::uint32_t c, const unsigned char* p, std::size_t n) {
   if (n < 256)
@@ -191,30 +224,18 @@ crc32c_vpclmul(std::uint32_t c, const unsigned char* p, std::size_t n) {
     a3 = _mm512_xor_si512(crc32c_fold4(a3, by256), _mm512_loadu_si512(p + 192));
   }
   const __m512i by64 = crc32c_broadcast(ahead64);
-  __m512i a = _mm512_xor_si512(crc32c_fold4(a0, by64), a1);
-  a = _mm512_xor_si512(crc32c_fold4(a, by64), a2);
-  a = _mm512_xor_si512(crc32c_fold4(a, by64), a3);
+  __m512i a = crc32c_fold_onto_last(a0, a1, a2, a3);
   for (; n >= 64; n -= 64, p += 64)
     a = _mm512_xor_si512(crc32c_fold4(a, by64), _mm512_loadu_si512(p));
-  // Lanes 0, 1, 2 move 48, 32, 16 bytes ahead onto lane 3.
-  constexpr auto by48 = crc32c_fold_by(384), by32 = crc32c_fold_by(256), by16 = crc32c_fold_by(128);
-  const __m512i onto_last =
-      _mm512_set_epi64(0, 0, static_cast<long long>(by16.hi), static_cast<long long>(by16.lo),
-                       static_cast<long long>(by32.hi), static_cast<long long>(by32.lo),
-                       static_cast<long long>(by48.hi), static_cast<long long>(by48.lo));
-  const __m512i moved = crc32c_fold4(a, onto_last);
-  __m128i v = _mm_xor_si128(_mm512_extracti32x4_epi32(a, 3), _mm512_extracti32x4_epi32(moved, 0));
-  v = _mm_xor_si128(
-      v, _mm_xor_si128(_mm512_extracti32x4_epi32(moved, 1), _mm512_extracti32x4_epi32(moved, 2)));
-  const __m128i by16x1 =
-      _mm_set_epi64x(static_cast<long long>(by16.hi), static_cast<long long>(by16.lo));
+  __m128i v = crc32c_last_lane(a);
+  constexpr auto ahead16 = crc32c_fold_by(128);
+  const __m128i by16 =
+      _mm_set_epi64x(static_cast<long long>(ahead16.hi), static_cast<long long>(ahead16.lo));
   for (; n >= 16; n -= 16, p += 16)
     v = _mm_xor_si128(
-        _mm_xor_si128(_mm_clmulepi64_si128(v, by16x1, 0x00), _mm_clmulepi64_si128(v, by16x1, 0x11)),
+        _mm_xor_si128(_mm_clmulepi64_si128(v, by16, 0x00), _mm_clmulepi64_si128(v, by16, 0x11)),
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  std::uint64_t r = __builtin_ia32_crc32di(0, static_cast<std::uint64_t>(_mm_cvtsi128_si64(v)));
-  r = __builtin_ia32_crc32di(r, static_cast<std::uint64_t>(_mm_extract_epi64(v, 1)));
-  return crc32c_sse42(static_cast<std::uint32_t>(r), p, n);
+  return crc32c_sse42(crc32c_reduce_lane(v), p, n);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -228,6 +249,53 @@ inline bool cpu_has_vpclmul() {
                           __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.2");
   return has;
 }
+#endif
+
+#if defined(COMMPRESS_CRC32C_X86) && defined(__AVX512F__) && defined(__AVX512VL__) &&              \
+    defined(__VPCLMULQDQ__) && defined(__PCLMUL__) && defined(__SSE4_2__)
+#define COMMPRESS_CRC32C_STREAMING 1
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized" // GCC bug 105593, as above
+#endif
+/// The CRC32C of a buffer that a kernel produces in registers, 256 bytes at a time in order, as
+/// crc32c_vpclmul folds it from memory: the kernel can then write the buffer with non-temporal
+/// stores instead of through the cache to hash it afterwards (issue 7). Only where the
+/// compiler's flags enable the instructions, as the kernels that use it.
+class crc32c_streaming {
+public:
+  /// Appends the 256 bytes b0, b1, b2, b3 (in that order) to the message.
+  void append(__m512i b0, __m512i b1, __m512i b2, __m512i b3) {
+    if (empty_) { // a fresh CRC's inverted register, 0xffffffff, XORs into the first four bytes
+      a0_ = _mm512_xor_si512(b0, _mm512_castsi128_si512(_mm_cvtsi32_si128(-1)));
+      a1_ = b1;
+      a2_ = b2;
+      a3_ = b3;
+      empty_ = false;
+      return;
+    }
+    constexpr auto ahead256 = crc32c_fold_by(2048);
+    const __m512i by256 = crc32c_broadcast(ahead256);
+    a0_ = _mm512_xor_si512(crc32c_fold4(a0_, by256), b0);
+    a1_ = _mm512_xor_si512(crc32c_fold4(a1_, by256), b1);
+    a2_ = _mm512_xor_si512(crc32c_fold4(a2_, by256), b2);
+    a3_ = _mm512_xor_si512(crc32c_fold4(a3_, by256), b3);
+  }
+
+  /// crc32c() of the bytes appended.
+  std::uint32_t value() const {
+    if (empty_)
+      return 0;
+    return ~crc32c_reduce_lane(crc32c_last_lane(crc32c_fold_onto_last(a0_, a1_, a2_, a3_)));
+  }
+
+private:
+  __m512i a0_ = _mm512_setzero_si512(), a1_ = a0_, a2_ = a0_, a3_ = a0_;
+  bool empty_ = true;
+};
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 /// Continues a CRC32C over `n` bytes. Start with `crc = 0`; the result is final (the

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <type_traits>
 
@@ -35,7 +36,23 @@ template <> struct codec_impl<cast, cpu::seq_t> {
                                  format::body_checksum& sum) {
     constexpr std::size_t slice = format::checksum_chunk_bytes / 2; // elements per chunk
     std::size_t bad = 0;
-    for (std::size_t i = 0; i < in.size(); i += slice) {
+    std::size_t first = 0;
+#if defined(COMMPRESS_CPU_CAST_STREAMED)
+    if constexpr (std::is_same_v<T, float>) {
+      // Large outputs stream the whole chunks out and hash them from registers; the last,
+      // partial chunk takes the path below.
+      if (2 * in.size() >= cpu::detail::streaming_store_min_bytes &&
+          reinterpret_cast<std::uintptr_t>(body) % 64 == 0) {
+        for (; first + slice <= in.size(); first += slice) {
+          commpress::detail::crc32c_streaming crc;
+          bad += encode_streamed(c, ctx, in, first, body, crc);
+          sum.chunk_hashed(crc.value());
+        }
+        cpu::detail::streaming_store_fence();
+      }
+    }
+#endif
+    for (std::size_t i = first; i < in.size(); i += slice) {
       const std::size_t m = std::min(slice, in.size() - i);
       bad += encode_range(c, ctx, in, i, m, body);
       sum.written(2 * (i + m));
@@ -82,6 +99,23 @@ template <> struct codec_impl<cast, cpu::seq_t> {
   }
 
 private:
+#if defined(COMMPRESS_CPU_CAST_STREAMED)
+  /// The chunk of cast_streamed_elements elements of `in` from `first` into body, streamed.
+  static std::size_t encode_streamed(const cast& c, const context& ctx, std::span<const float> in,
+                                     std::size_t first, unsigned char* body,
+                                     commpress::detail::crc32c_streaming& crc) {
+    const float* const x = in.data() + first;
+    unsigned char* const out = body + 2 * first;
+    const cpu::detail::prefetch_stream ahead{x, in.data() + in.size()};
+    const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
+    if (c.to == dtype::bf16)
+      return zero ? cpu::detail::cast_encode_streamed<true, true>(x, out, ahead, crc)
+                  : cpu::detail::cast_encode_streamed<true, false>(x, out, ahead, crc);
+    return zero ? cpu::detail::cast_encode_streamed<false, true>(x, out, ahead, crc)
+                : cpu::detail::cast_encode_streamed<false, false>(x, out, ahead, crc);
+  }
+#endif
+
   /// Codes of elements [first, first + m) of `in` into body (its element `first` at
   /// body + 2 first); fp32 through the vector kernel, prefetching ahead within `in`.
   template <element T>

@@ -33,6 +33,7 @@
 #include "commpress/core/error_update.hpp"
 #include "commpress/core/math.hpp"
 #include "commpress/core/rng.hpp"
+#include "commpress/format/header.hpp"
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__F16C__))
 #include <immintrin.h>
@@ -199,10 +200,11 @@ COMMPRESS_FORCEINLINE void unpack_codes(const unsigned char* COMMPRESS_RESTRICT 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #define COMMPRESS_CPU_AVX512 1
 // GCC 12's AVX-512 intrinsics start from self-initialized "undefined" vectors, which
-// -Wmaybe-uninitialized reports where they are inlined (GCC bug 105593).
+// -Wmaybe-uninitialized (or -Wuninitialized) reports where they are inlined (GCC bug 105593).
 #if defined(__GNUC__) && !defined(__clang__)
 #define COMMPRESS_AVX512_BEGIN                                                                     \
-  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")       \
+      _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
 #define COMMPRESS_AVX512_END _Pragma("GCC diagnostic pop")
 #else
 #define COMMPRESS_AVX512_BEGIN
@@ -865,6 +867,34 @@ double sign_group(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
 /// for NaN, which is patched to 0x7fff). prefetch(i) once per 16 elements where the AVX-512 loop
 /// runs. Not inlined: inside encode() GCC 12 loses the restrict qualifiers and runs the scalar
 /// version of the bf16 loop.
+#if defined(COMMPRESS_CPU_AVX512)
+COMMPRESS_AVX512_BEGIN
+/// The 16 codes of x[0..16) (the AVX-512 body of cast_encode); adds their NaN/Inf count to bad.
+template <bool Bf16, bool Zero>
+COMMPRESS_FORCEINLINE __m256i cast_code16(const float* x, std::size_t& bad) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf = _mm512_set1_epi32(0x7f800000);
+  __m512i u = _mm512_loadu_si512(x);
+  const __m512i a = _mm512_and_si512(u, abs_mask);
+  const __mmask16 nf = _mm512_cmpge_epu32_mask(a, inf);
+  const __mmask16 nan = Zero ? __mmask16{0} : _mm512_cmpgt_epu32_mask(a, inf);
+  bad += static_cast<std::size_t>(__builtin_popcount(nf));
+  if constexpr (Zero)
+    u = _mm512_maskz_mov_epi32(static_cast<__mmask16>(~nf), u);
+  __m256i code;
+  if constexpr (Bf16) { // the integer rounding of float_bits_to_bf16_bits
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+    code = _mm512_cvtepi32_epi16(r);
+  } else {
+    code = _mm512_cvtps_ph(_mm512_castsi512_ps(u), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  return _mm256_mask_mov_epi16(code, nan, _mm256_set1_epi16(0x7fff));
+}
+COMMPRESS_AVX512_END
+#endif
+
 template <bool Bf16, bool Zero>
 [[gnu::noinline]] inline std::size_t cast_encode(const float* COMMPRESS_RESTRICT x, std::size_t n,
                                                  unsigned char* COMMPRESS_RESTRICT out,
@@ -872,34 +902,13 @@ template <bool Bf16, bool Zero>
   std::size_t bad = 0;
   std::size_t i = 0;
 #if defined(COMMPRESS_CPU_AVX512)
-  {
-    COMMPRESS_AVX512_BEGIN
-    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
-    const __m512i inf = _mm512_set1_epi32(0x7f800000);
-    for (; i + 16 <= n; i += 16) {
-      prefetch(i);
-      __m512i u = _mm512_loadu_si512(x + i);
-      const __m512i a = _mm512_and_si512(u, abs_mask);
-      const __mmask16 nf = _mm512_cmpge_epu32_mask(a, inf);
-      const __mmask16 nan = Zero ? __mmask16{0} : _mm512_cmpgt_epu32_mask(a, inf);
-      bad += static_cast<std::size_t>(__builtin_popcount(nf));
-      if constexpr (Zero)
-        u = _mm512_maskz_mov_epi32(static_cast<__mmask16>(~nf), u);
-      __m256i code;
-      if constexpr (Bf16) { // the integer rounding of float_bits_to_bf16_bits
-        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-        const __m512i r = _mm512_srli_epi32(
-            _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
-        code = _mm512_cvtepi32_epi16(r);
-      } else {
-        code =
-            _mm512_cvtps_ph(_mm512_castsi512_ps(u), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      }
-      code = _mm256_mask_mov_epi16(code, nan, _mm256_set1_epi16(0x7fff));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * i), code);
-    }
-    COMMPRESS_AVX512_END
+  COMMPRESS_AVX512_BEGIN
+  for (; i + 16 <= n; i += 16) {
+    prefetch(i);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * i),
+                        cast_code16<Bf16, Zero>(x + i, bad));
   }
+  COMMPRESS_AVX512_END
 #else
   (void)prefetch;
 #endif
@@ -965,6 +974,43 @@ template <bool Bf16, bool Zero>
   }
   return bad;
 }
+
+#if defined(COMMPRESS_CPU_AVX512) && defined(COMMPRESS_CRC32C_STREAMING)
+#define COMMPRESS_CPU_CAST_STREAMED 1
+/// Elements of one cast_encode_streamed call: one payload checksum chunk of codes.
+inline constexpr std::size_t cast_streamed_elements = format::checksum_chunk_bytes / 2;
+
+/// cast_encode of cast_streamed_elements elements into a 64-byte aligned `out`, whose codes go
+/// to memory with non-temporal stores and into `crc` (a fresh crc32c_streaming) from the
+/// registers, so the checksum chunk is neither read back nor owned in the cache before it is
+/// written (the cast row of issue 7). prefetch(i) once per 16 elements. Returns the NaN/Inf
+/// count.
+COMMPRESS_AVX512_BEGIN
+template <bool Bf16, bool Zero>
+[[gnu::noinline]] inline std::size_t
+cast_encode_streamed(const float* COMMPRESS_RESTRICT x, unsigned char* COMMPRESS_RESTRICT out,
+                     prefetch_stream prefetch, commpress::detail::crc32c_streaming& crc) {
+  std::size_t bad = 0;
+  const auto codes32 = [&bad, x](std::size_t i) { // 64 bytes of codes of x[i..i + 32)
+    const __m256i lo = cast_code16<Bf16, Zero>(x + i, bad);
+    const __m256i hi = cast_code16<Bf16, Zero>(x + i + 16, bad);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  };
+  for (std::size_t i = 0; i < cast_streamed_elements; i += 128) {
+    for (std::size_t k = 0; k < 128; k += 16)
+      prefetch(i + k);
+    const __m512i b0 = codes32(i), b1 = codes32(i + 32), b2 = codes32(i + 64), b3 = codes32(i + 96);
+    auto* o = reinterpret_cast<__m512i*>(out + 2 * i);
+    _mm512_stream_si512(o, b0);
+    _mm512_stream_si512(o + 1, b1);
+    _mm512_stream_si512(o + 2, b2);
+    _mm512_stream_si512(o + 3, b3);
+    crc.append(b0, b1, b2, b3);
+  }
+  return bad;
+}
+COMMPRESS_AVX512_END
+#endif
 
 /// Decodes n bf16 (Bf16) or fp16 wire codes: out = value, or out += weight * value when
 /// Accumulate (two roundings and a canonical NaN, as decode_accumulate's add_rn and mul_rn). fp16
