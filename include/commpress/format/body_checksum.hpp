@@ -44,9 +44,7 @@ public:
   /// The next ordered chunk, a whole checksum_chunk_bytes long, is written, and its CRC32C is
   /// `chunk_crc` (hashed by its writer from registers: cpu::detail::cast_encode_streamed).
   void chunk_hashed(std::uint32_t chunk_crc) {
-    unsigned char le[4];
-    detail::store_le<std::uint32_t>(le, chunk_crc);
-    tail_ = commpress::detail::crc32c_update(tail_, le, 4);
+    tail_ = chain_chunk_crc(tail_, chunk_crc);
     ++next_;
   }
 

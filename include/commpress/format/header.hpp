@@ -102,15 +102,18 @@ inline payload_header read_header(const std::byte* in) {
   return h;
 }
 
+/// Continues `crc` over the little-endian bytes of one body chunk's CRC32C.
+inline std::uint32_t chain_chunk_crc(std::uint32_t crc, std::uint32_t chunk_crc) {
+  unsigned char le[4];
+  detail::store_le<std::uint32_t>(le, chunk_crc);
+  return commpress::detail::crc32c_update(crc, le, 4);
+}
+
 /// Continues `crc` over the little-endian CRC32C of each body chunk in [first, last) (the
 /// last chunk of the body may be shorter than checksum_chunk_bytes).
 inline std::uint32_t chain_chunk_crcs(std::uint32_t crc, const std::byte* body,
                                       std::size_t body_bytes, std::size_t first, std::size_t last) {
-  const auto add = [&crc](std::uint32_t chunk_crc) {
-    unsigned char le[4];
-    detail::store_le<std::uint32_t>(le, chunk_crc);
-    crc = commpress::detail::crc32c_update(crc, le, 4);
-  };
+  const auto add = [&crc](std::uint32_t chunk_crc) { crc = chain_chunk_crc(crc, chunk_crc); };
   std::size_t off = first * checksum_chunk_bytes;
   const std::size_t end = std::min(last * checksum_chunk_bytes, body_bytes);
   // Chunks are independent: three at a time keep three CRC chains in flight.

@@ -105,16 +105,23 @@ private:
                                      std::size_t first, unsigned char* body,
                                      commpress::detail::crc32c_streaming& crc) {
     const float* const x = in.data() + first;
-    unsigned char* const out = body + 2 * first;
     const cpu::detail::prefetch_stream ahead{x, in.data() + in.size()};
-    const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
-    if (c.to == dtype::bf16)
-      return zero ? cpu::detail::cast_encode_streamed<true, true>(x, out, ahead, crc)
-                  : cpu::detail::cast_encode_streamed<true, false>(x, out, ahead, crc);
-    return zero ? cpu::detail::cast_encode_streamed<false, true>(x, out, ahead, crc)
-                : cpu::detail::cast_encode_streamed<false, false>(x, out, ahead, crc);
+    return with_kernel(c, ctx, [&]<bool Bf16, bool Zero>() {
+      return cpu::detail::cast_encode_streamed<Bf16, Zero>(x, body + 2 * first, ahead, crc);
+    });
   }
 #endif
+
+  /// kernel.template operator()<Bf16, Zero>() for c's code type and ctx's non-finite policy.
+  template <class Kernel>
+  static std::size_t with_kernel(const cast& c, const context& ctx, Kernel&& kernel) {
+    const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
+    if (c.to == dtype::bf16)
+      return zero ? kernel.template operator()<true, true>()
+                  : kernel.template operator()<true, false>();
+    return zero ? kernel.template operator()<false, true>()
+                : kernel.template operator()<false, false>();
+  }
 
   /// Codes of elements [first, first + m) of `in` into body (its element `first` at
   /// body + 2 first); fp32 through the vector kernel, prefetching ahead within `in`.
@@ -125,12 +132,9 @@ private:
     if constexpr (std::is_same_v<T, float>) {
       const float* const x = in.data() + first;
       const cpu::detail::prefetch_stream ahead{x, in.data() + in.size()};
-      const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
-      if (c.to == dtype::bf16)
-        return zero ? cpu::detail::cast_encode<true, true>(x, m, out, ahead)
-                    : cpu::detail::cast_encode<true, false>(x, m, out, ahead);
-      return zero ? cpu::detail::cast_encode<false, true>(x, m, out, ahead)
-                  : cpu::detail::cast_encode<false, false>(x, m, out, ahead);
+      return with_kernel(c, ctx, [&]<bool Bf16, bool Zero>() {
+        return cpu::detail::cast_encode<Bf16, Zero>(x, m, out, ahead);
+      });
     } else {
       std::size_t bad = 0;
       for (std::size_t i = 0; i < m; ++i)
