@@ -110,6 +110,23 @@ TEST_SUITE("compress") {
         }
   }
 
+  TEST_CASE("quantize: Philox words drawn many blocks at a time equal random_block, across the "
+            "carry into the counter's high word") {
+    const cp::rng_key key = cp::make_rng_key(5, 6);
+    constexpr std::size_t most = cp::cpu::detail::code_chunk / 4; // blocks per call
+    alignas(64) std::uint32_t words[cp::cpu::detail::code_chunk];
+    std::size_t mismatches = 0;
+    for (std::uint64_t step : {std::uint64_t{0}, std::uint64_t{9}, std::uint64_t{0x100000007}})
+      for (std::uint64_t first : {std::uint64_t{0}, std::uint64_t{3}, std::uint64_t{0xfffffff0},
+                                  std::uint64_t{0xfffffffd}, std::uint64_t{0x7654321012}})
+        for (std::size_t blocks = 1; blocks <= most; ++blocks) {
+          cp::cpu::detail::philox_words(key, step, first, blocks, words);
+          for (std::size_t w = 0; w < 4 * blocks; ++w)
+            mismatches += words[w] != cp::random_block(key, step, first + w / 4).v[w % 4] ? 1u : 0u;
+        }
+    CHECK(mismatches == 0);
+  }
+
   TEST_CASE("quantize: symmetric decode and decode_accumulate equal the per-element definition") {
     const std::size_t n = 2 * 1024 + 13;
     const std::vector<float> x = sample(n, 2);

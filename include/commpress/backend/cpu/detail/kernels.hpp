@@ -425,63 +425,59 @@ inline void philox_words(rng_key key, std::uint64_t step, std::uint64_t first_bl
                          std::size_t blocks, std::uint32_t* COMMPRESS_RESTRICT words) {
 #if defined(COMMPRESS_CPU_AVX512)
   COMMPRESS_AVX512_BEGIN
-  // Sixteen blocks per vector. The 32x32->64-bit products of the even lanes come from one
-  // vpmuludq, those of the odd lanes from another on the lanes shifted down.
-  const auto mulhilo = [](__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
-    const __m512i even = _mm512_mul_epu32(a, m);
-    const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
-    hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
-    lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
-  };
+  // Eight blocks per vector, one in each 64-bit lane with its counter words in the low halves:
+  // one vpmuludq gives a whole 64-bit product, whose low half is already the next round's lo
+  // and whose high half a dword swap (vpshufd, off the multiplier's port) moves down for the
+  // XOR. What the high halves carry is never read: vpmuludq takes only the low halves. Two
+  // vectors per step hide the multiply's latency; four spill registers.
   const __m512i m0 = _mm512_set1_epi64(0xD2511F53u);
   const __m512i m1 = _mm512_set1_epi64(0xCD9E8D57u);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i lane = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m512i c2_init = _mm512_set1_epi64(static_cast<long long>(step & 0xffffffffu));
+  const __m512i c3_init = _mm512_set1_epi64(static_cast<long long>(step >> 32));
+  // Blocks 0-3 and 4-7 of a vector in element order, from the words paired per block.
+  const __m512i first_four = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+  const __m512i last_four = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
   for (std::size_t b = 0; b < blocks; b += 16) {
-    const std::uint64_t base = first_block + b;
-    const __m512i base_lo = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(base)));
-    __m512i c0 = _mm512_add_epi32(base_lo, lane);
-    const __mmask16 carry = _mm512_cmplt_epu32_mask(c0, base_lo); // the block index's high word
-    __m512i c1 = _mm512_mask_add_epi32(
-        _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(base >> 32))), carry,
-        _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(base >> 32))),
-        _mm512_set1_epi32(1));
-    __m512i c2 = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(step)));
-    __m512i c3 = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(step >> 32)));
+    __m512i c0[2], c1[2], c2[2], c3[2];
+    for (unsigned v = 0; v < 2; ++v) {
+      const __m512i block = _mm512_add_epi64(
+          _mm512_set1_epi64(static_cast<long long>(first_block + b + 8 * v)), lane);
+      c0[v] = block;
+      c1[v] = _mm512_srli_epi64(block, 32);
+      c2[v] = c2_init;
+      c3[v] = c3_init;
+    }
     std::uint32_t k0 = key.k0, k1 = key.k1;
     for (int r = 0; r < 10; ++r) {
-      __m512i hi0, lo0, hi1, lo1;
-      mulhilo(c0, m0, hi0, lo0);
-      mulhilo(c2, m1, hi1, lo1);
-      const __m512i n0 = _mm512_ternarylogic_epi32(hi1, c1, _mm512_set1_epi32(static_cast<int>(k0)),
-                                                   0x96); // hi1 ^ c1 ^ k0
-      const __m512i n2 =
-          _mm512_ternarylogic_epi32(hi0, c3, _mm512_set1_epi32(static_cast<int>(k1)), 0x96);
-      c1 = lo1;
-      c3 = lo0;
-      c0 = n0;
-      c2 = n2;
+      const __m512i vk0 = _mm512_set1_epi32(static_cast<int>(k0));
+      const __m512i vk1 = _mm512_set1_epi32(static_cast<int>(k1));
+      for (unsigned v = 0; v < 2; ++v) {
+        const __m512i p0 = _mm512_mul_epu32(c0[v], m0);
+        const __m512i p1 = _mm512_mul_epu32(c2[v], m1);
+        // hi(p1) ^ c1 ^ k0 and hi(p0) ^ c3 ^ k1 in the low halves
+        const __m512i n0 =
+            _mm512_ternarylogic_epi32(_mm512_shuffle_epi32(p1, _MM_PERM_CDAB), c1[v], vk0, 0x96);
+        const __m512i n2 =
+            _mm512_ternarylogic_epi32(_mm512_shuffle_epi32(p0, _MM_PERM_CDAB), c3[v], vk1, 0x96);
+        c1[v] = p1;
+        c3[v] = p0;
+        c0[v] = n0;
+        c2[v] = n2;
+      }
       k0 += 0x9E3779B9u;
       k1 += 0xBB67AE85u;
     }
-    // Structure of arrays to element order: a 4 x 4 transpose of words within each 128-bit
-    // lane (block 4L + j in lane L of u_j), then of the 128-bit lanes.
-    const __m512i t0 = _mm512_unpacklo_epi32(c0, c1);
-    const __m512i t1 = _mm512_unpackhi_epi32(c0, c1);
-    const __m512i t2 = _mm512_unpacklo_epi32(c2, c3);
-    const __m512i t3 = _mm512_unpackhi_epi32(c2, c3);
-    const __m512i u0 = _mm512_unpacklo_epi64(t0, t2);
-    const __m512i u1 = _mm512_unpackhi_epi64(t0, t2);
-    const __m512i u2 = _mm512_unpacklo_epi64(t1, t3);
-    const __m512i u3 = _mm512_unpackhi_epi64(t1, t3);
-    const __m512i a = _mm512_shuffle_i32x4(u0, u1, 0x44);  // blocks 0 4 1 5
-    const __m512i bb = _mm512_shuffle_i32x4(u2, u3, 0x44); // 2 6 3 7
-    const __m512i c = _mm512_shuffle_i32x4(u0, u1, 0xEE);  // 8 12 9 13
-    const __m512i d = _mm512_shuffle_i32x4(u2, u3, 0xEE);  // 10 14 11 15
-    std::uint32_t* w = words + 4 * b;
-    _mm512_storeu_si512(w, _mm512_shuffle_i32x4(a, bb, 0x88));
-    _mm512_storeu_si512(w + 16, _mm512_shuffle_i32x4(a, bb, 0xDD));
-    _mm512_storeu_si512(w + 32, _mm512_shuffle_i32x4(c, d, 0x88));
-    _mm512_storeu_si512(w + 48, _mm512_shuffle_i32x4(c, d, 0xDD));
+    for (unsigned v = 0; v < 2; ++v) {
+      // Per 64-bit lane: (c0, c1) and (c2, c3); then one 128-bit lane per block.
+      const __m512i w01 = _mm512_mask_shuffle_epi32(c0[v], 0xAAAA, c1[v], _MM_PERM_CCAA);
+      const __m512i w23 = _mm512_mask_shuffle_epi32(c2[v], 0xAAAA, c3[v], _MM_PERM_CCAA);
+      const __m512i even = _mm512_unpacklo_epi64(w01, w23); // blocks 0 2 4 6
+      const __m512i odd = _mm512_unpackhi_epi64(w01, w23);  // blocks 1 3 5 7
+      std::uint32_t* w = words + 4 * (b + 8 * v);
+      _mm512_storeu_si512(w, _mm512_permutex2var_epi64(even, first_four, odd));
+      _mm512_storeu_si512(w + 16, _mm512_permutex2var_epi64(even, last_four, odd));
+    }
   }
   COMMPRESS_AVX512_END
 #else
