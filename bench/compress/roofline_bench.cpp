@@ -24,6 +24,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(__AVX512F__)
@@ -198,6 +199,7 @@ void register_all() {
     cp::scale_granularity gran;
     std::uint32_t group;
     std::string tag;
+    cp::quant_range range = cp::quant_range::symmetric;
   };
   std::vector<qrow> rows;
   for (unsigned b : {8u, 4u, 2u}) {
@@ -205,8 +207,14 @@ void register_all() {
     rows.push_back({b, cp::scale_granularity::block, 128, "block128"});
     rows.push_back({b, cp::scale_granularity::tensor, 0, "tensor"});
   }
+  // The asymmetric range (min and max per group), at one width.
+  rows.push_back(
+      {4, cp::scale_granularity::block, 1024, "block1024/minmax", cp::quant_range::asymmetric});
+  rows.push_back(
+      {4, cp::scale_granularity::tensor, 0, "tensor/minmax", cp::quant_range::asymmetric});
   for (const auto& r : rows) {
-    const cp::quantize nearest{.bits = r.bits, .granularity = r.gran, .group = r.group};
+    const cp::quantize nearest{
+        .bits = r.bits, .granularity = r.gran, .group = r.group, .range = r.range};
     cp::quantize stochastic = nearest;
     stochastic.round = cp::rounding::stochastic;
     const std::string base = "quantize/" + std::to_string(r.bits) + "bit/" + r.tag;
@@ -228,9 +236,14 @@ void register_all() {
   }
 
   // --- dequantize and decode_accumulate --------------------------------------------------------
-  for (unsigned b : {8u, 4u, 2u}) {
-    const cp::quantize q{.bits = b, .granularity = cp::scale_granularity::block, .group = 1024};
-    const std::string base = "dequantize/" + std::to_string(b) + "bit/block1024";
+  for (const auto [b, range] : {std::pair{8u, cp::quant_range::symmetric},
+                                {4u, cp::quant_range::symmetric},
+                                {2u, cp::quant_range::symmetric},
+                                {4u, cp::quant_range::asymmetric}}) {
+    const cp::quantize q{
+        .bits = b, .granularity = cp::scale_granularity::block, .group = 1024, .range = range};
+    const std::string base = "dequantize/" + std::to_string(b) + "bit/block1024" +
+                             (range == cp::quant_range::asymmetric ? "/minmax" : "");
     const auto payload_of = [n, q] {
       const auto x = gaussian_input(n);
       const std::size_t bytes = cp::max_payload_bytes(q, n);

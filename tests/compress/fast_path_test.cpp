@@ -58,56 +58,88 @@ std::uint32_t key_of(float v) {
 } // namespace
 
 TEST_SUITE("compress") {
-  TEST_CASE("quantize: symmetric block and tensor payloads equal the per-element definition "
-            "for every bit width and both roundings") {
-    const std::size_t n = 3 * 4096 + 1000 + 5; // a short last block and a tail of 5 codes
+  TEST_CASE("quantize: block and tensor payloads equal the per-element definition for every "
+            "bit width, both ranges and both roundings") {
+    const std::size_t n = 4 * 4096 + 1000 + 5; // a short last block and a tail of 5 codes
     std::vector<float> x = sample(n, 1);
     x[2 * 1024 + 17] = std::numeric_limits<float>::quiet_NaN(); // one poisoned block
+    // Blocks whose least or greatest value is a zero of either sign, in either order (the fast
+    // path orders -0 below +0, the definition keeps the first), a constant block and a zero one.
+    for (std::size_t i = 3 * 1024; i < 4 * 1024; ++i)
+      x[i] = i % 2 == 0 ? -0.0f : 0.0f;
+    for (std::size_t i = 4 * 1024; i < 5 * 1024; ++i)
+      x[i] = i % 3 == 0 ? 0.0f : (i % 3 == 1 ? -0.0f : -std::fabs(x[i]));
+    for (std::size_t i = 5 * 1024; i < 6 * 1024; ++i)
+      x[i] = i % 2 == 0 ? std::fabs(x[i]) + 1.0f : (i % 4 == 1 ? 0.0f : -0.0f);
+    for (std::size_t i = 6 * 1024; i < 7 * 1024; ++i)
+      x[i] = 2.5f;
+    for (std::size_t i = 7 * 1024; i < 8 * 1024; ++i) // all negative, then all positive
+      x[i] = -std::fabs(x[i]) - 0.5f;
+    for (std::size_t i = 8 * 1024; i < 9 * 1024; ++i)
+      x[i] = std::fabs(x[i]) + 0.5f;
+    x[9 * 1024 + 3] = -std::numeric_limits<float>::infinity(); // poisoned by negative patterns
+    x[10 * 1024 + 700] = -std::numeric_limits<float>::quiet_NaN();
     const cp::context ctx{.seed = 3, .step = 9, .tensor_id = 4};
-    for (unsigned bits = 2; bits <= 8; ++bits)
-      for (auto round : {cp::rounding::nearest, cp::rounding::stochastic})
-        for (std::uint32_t group : {0u, 128u, 1024u}) {
-          CAPTURE(bits);
-          CAPTURE(group);
-          const cp::quantize q{.bits = bits,
-                               .granularity = group == 0 ? cp::scale_granularity::tensor
-                                                         : cp::scale_granularity::block,
-                               .group = group,
-                               .round = round};
-          const auto payload = encode_all(q, ctx, x);
-          const unsigned char* body = body_of(payload);
-          const std::size_t len = group == 0 ? n : group;
-          const std::size_t groups = (n + len - 1) / len;
-          const unsigned char* codes = body + 4 * groups;
-          std::size_t mismatches = 0;
-          for (std::size_t g = 0; g < groups; ++g) {
-            const std::size_t begin = g * len;
-            const std::size_t end = std::min(n, begin + len);
-            float absmax = 0.0f;
-            bool poisoned = false;
-            for (std::size_t i = begin; i < end; ++i) {
-              poisoned |= !std::isfinite(x[i]);
-              absmax = std::max(absmax, std::fabs(x[i]));
+    for (auto range : {cp::quant_range::symmetric, cp::quant_range::asymmetric})
+      for (unsigned bits = range == cp::quant_range::symmetric ? 2 : 1; bits <= 8; ++bits)
+        for (auto round : {cp::rounding::nearest, cp::rounding::stochastic})
+          for (std::uint32_t group : {0u, 128u, 1024u}) {
+            CAPTURE(range);
+            CAPTURE(bits);
+            CAPTURE(round);
+            CAPTURE(group);
+            const cp::quantize q{.bits = bits,
+                                 .granularity = group == 0 ? cp::scale_granularity::tensor
+                                                           : cp::scale_granularity::block,
+                                 .group = group,
+                                 .range = range,
+                                 .round = round};
+            const auto payload = encode_all(q, ctx, x);
+            const unsigned char* body = body_of(payload);
+            const std::size_t len = group == 0 ? n : group;
+            const std::size_t groups = (n + len - 1) / len;
+            const std::size_t record_bytes = q.record_bytes();
+            const unsigned char* codes = body + record_bytes * groups;
+            std::size_t mismatches = 0;
+            for (std::size_t g = 0; g < groups; ++g) {
+              const std::size_t begin = g * len;
+              const std::size_t end = std::min(n, begin + len);
+              // The definition's statistics: absmax, or min and max by first occurrence.
+              float s0 = range == cp::quant_range::symmetric
+                             ? 0.0f
+                             : std::numeric_limits<float>::infinity();
+              float s1 = -std::numeric_limits<float>::infinity();
+              bool poisoned = false;
+              for (std::size_t i = begin; i < end; ++i) {
+                poisoned |= !std::isfinite(x[i]);
+                if (range == cp::quant_range::symmetric) {
+                  s0 = std::max(s0, std::fabs(x[i]));
+                } else {
+                  s0 = x[i] < s0 ? x[i] : s0;
+                  s1 = x[i] > s1 ? x[i] : s1;
+                }
+              }
+              if (poisoned)
+                s0 = s1 = std::numeric_limits<float>::quiet_NaN();
+              const auto rec = cp::quantize::make_record(range, bits, s0, s1);
+              float stored[2] = {};
+              std::memcpy(stored, body + record_bytes * g, record_bytes);
+              mismatches += std::memcmp(stored, &rec.a, 4) != 0 ? 1u : 0u;
+              if (range == cp::quant_range::asymmetric)
+                mismatches += std::memcmp(stored + 1, &rec.b, 4) != 0 ? 1u : 0u;
+              const auto k = cp::quantize::make_coder(range, bits, s0, s1);
+              for (std::size_t i = begin; i < end; ++i) {
+                const std::uint32_t want =
+                    round == cp::rounding::nearest
+                        ? cp::quantize::encode_nearest(range, bits, x[i], k)
+                        : cp::quantize::encode_stochastic(
+                              range, bits, x[i], k,
+                              cp::uniform_from_bits(cp::random_u32(ctx.key(), ctx.step, i)));
+                mismatches += cp::detail::unpack_one(codes, i, bits) != want ? 1u : 0u;
+              }
             }
-            if (poisoned)
-              absmax = std::numeric_limits<float>::quiet_NaN();
-            const auto rec = cp::quantize::make_record(q.range, bits, absmax, 0.0f);
-            float stored;
-            std::memcpy(&stored, body + 4 * g, 4);
-            mismatches += std::memcmp(&stored, &rec.a, 4) != 0 ? 1u : 0u;
-            const auto k = cp::quantize::make_coder(q.range, bits, absmax, 0.0f);
-            for (std::size_t i = begin; i < end; ++i) {
-              const std::uint32_t want =
-                  round == cp::rounding::nearest
-                      ? cp::quantize::encode_nearest(q.range, bits, x[i], k)
-                      : cp::quantize::encode_stochastic(
-                            q.range, bits, x[i], k,
-                            cp::uniform_from_bits(cp::random_u32(ctx.key(), ctx.step, i)));
-              mismatches += cp::detail::unpack_one(codes, i, bits) != want ? 1u : 0u;
-            }
+            CHECK(mismatches == 0);
           }
-          CHECK(mismatches == 0);
-        }
   }
 
   TEST_CASE("quantize: Philox words drawn many blocks at a time equal random_block, across the "
@@ -127,33 +159,41 @@ TEST_SUITE("compress") {
     CHECK(mismatches == 0);
   }
 
-  TEST_CASE("quantize: symmetric decode and decode_accumulate equal the per-element definition") {
-    const std::size_t n = 2 * 1024 + 13;
-    const std::vector<float> x = sample(n, 2);
-    for (unsigned bits : {2u, 3u, 4u, 8u}) {
-      CAPTURE(bits);
-      const cp::quantize q{.bits = bits, .group = 1024};
-      const auto payload = encode_all(q, {}, x);
-      std::vector<float> out(n), acc(n, 0.75f);
-      // NaN accumulators with payloads: the result is the canonical NaN of add_rn, whichever
-      // NaN x86 arithmetic would pass through (CUDA parity depends on it).
-      for (std::size_t i = 5; i < n; i += 97)
-        acc[i] = cp::detail::bits_to_float(i % 2 ? 0x7fa00001u : 0xffc00123u);
-      const std::vector<float> acc0 = acc;
-      cp::decode(cp::cpu::seq, q, payload, std::span<float>(out));
-      cp::decode_accumulate(cp::cpu::seq, q, payload, std::span<float>(acc), -0.5f);
-      const unsigned char* body = body_of(payload);
-      std::size_t mismatches = 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        float scale;
-        std::memcpy(&scale, body + 4 * (i / 1024), 4);
-        const float v = cp::quantize::decode_value(
-            q.range, bits, cp::detail::unpack_one(body + 4 * 3, i, bits), {scale, 0.0f});
-        const float a = cp::detail::add_rn(acc0[i], cp::detail::mul_rn(-0.5f, v));
-        mismatches += (std::memcmp(&out[i], &v, 4) != 0 || std::memcmp(&acc[i], &a, 4) != 0);
+  TEST_CASE("quantize: decode and decode_accumulate equal the per-element definition for both "
+            "ranges") {
+    const std::size_t n = 3 * 1024 + 13;
+    std::vector<float> x = sample(n, 2);
+    x[1024 + 5] = std::numeric_limits<float>::infinity(); // a poisoned block: NaN records
+    for (auto range : {cp::quant_range::symmetric, cp::quant_range::asymmetric})
+      for (unsigned bits : {1u, 2u, 3u, 4u, 8u}) {
+        if (range == cp::quant_range::symmetric && bits == 1)
+          continue;
+        CAPTURE(range);
+        CAPTURE(bits);
+        const cp::quantize q{.bits = bits, .group = 1024, .range = range};
+        const auto payload = encode_all(q, {}, x);
+        std::vector<float> out(n), acc(n, 0.75f);
+        // NaN accumulators with payloads: the result is the canonical NaN of add_rn, whichever
+        // NaN x86 arithmetic would pass through (CUDA parity depends on it).
+        for (std::size_t i = 5; i < n; i += 97)
+          acc[i] = cp::detail::bits_to_float(i % 2 ? 0x7fa00001u : 0xffc00123u);
+        const std::vector<float> acc0 = acc;
+        cp::decode(cp::cpu::seq, q, payload, std::span<float>(out));
+        cp::decode_accumulate(cp::cpu::seq, q, payload, std::span<float>(acc), -0.5f);
+        const unsigned char* body = body_of(payload);
+        const std::size_t record_bytes = q.record_bytes();
+        std::size_t mismatches = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          float rec[2] = {};
+          std::memcpy(rec, body + record_bytes * (i / 1024), record_bytes);
+          const float v = cp::quantize::decode_value(
+              range, bits, cp::detail::unpack_one(body + record_bytes * 4, i, bits),
+              {rec[0], rec[1]});
+          const float a = cp::detail::add_rn(acc0[i], cp::detail::mul_rn(-0.5f, v));
+          mismatches += (std::memcmp(&out[i], &v, 4) != 0 || std::memcmp(&acc[i], &a, 4) != 0);
+        }
+        CHECK(mismatches == 0);
       }
-      CHECK(mismatches == 0);
-    }
   }
 
   TEST_CASE("quantize and cast: outputs large enough for streaming stores, and bodies of many "

@@ -381,8 +381,8 @@ private:
   }
 
   /// Elements [first, last) of an n-element body, first a multiple of 8: out = value, or
-  /// out += weight * value when Accumulate. Codes are unpacked code_chunk at a time; symmetric
-  /// fp32 runs of one group take the kernels seq's decode_fast takes, everything else
+  /// out += weight * value when Accumulate. Codes are unpacked code_chunk at a time; fp32
+  /// runs of one group take the kernels seq's decode_fast takes, everything else
   /// quantize::decode_value, as seq's decode_each: the same expressions, so the same bits.
   template <unsigned B, quant_range R, bool Accumulate, class T>
   static void decode_range(const quantize& c, std::uint64_t n, const unsigned char* body,
@@ -398,7 +398,8 @@ private:
         out[i] = from_float<T>(v);
       }
     };
-    if constexpr (R == quant_range::symmetric && std::is_same_v<T, float>) {
+    constexpr bool asym = R == quant_range::asymmetric;
+    if constexpr (std::is_same_v<T, float>) {
       if (!column && (len % 8 == 0 || len == n)) { // seq's decode_fast, group by group
         const bool stream = !Accumulate && 4 * n >= cpu::detail::streaming_store_min_bytes &&
                             reinterpret_cast<std::uintptr_t>(out) % 64 == 0 &&
@@ -406,18 +407,18 @@ private:
         for (std::uint64_t s = first; s < last;) {
           const std::uint64_t g = s / len;
           const std::uint64_t e = std::min(last, (g + 1) * len);
-          const float scale = load_record<R>(body, g).a;
+          const quantize::record rec = load_record<R>(body, g);
           const std::uint64_t whole = s + (e - s) / 8 * 8;
           if (stream)
-            cpu::detail::sym_decode_packed<B, Accumulate, true>(codes + s / 8 * B, whole - s, scale,
-                                                                weight, out + s);
+            cpu::detail::decode_packed<B, asym, Accumulate, true>(codes + s / 8 * B, whole - s,
+                                                                  rec.a, rec.b, weight, out + s);
           else // an accumulator is read: prefetched ahead within this range
-            cpu::detail::sym_decode_packed<B, Accumulate, false>(
-                codes + s / 8 * B, whole - s, scale, weight, out + s,
+            cpu::detail::decode_packed<B, asym, Accumulate, false>(
+                codes + s / 8 * B, whole - s, rec.a, rec.b, weight, out + s,
                 Accumulate ? cpu::detail::prefetch_stream{out + s, out + last}
                            : cpu::detail::prefetch_stream{});
           for (std::uint64_t i = whole; i < e; ++i) // the tensor's last, partial group of eight
-            put(i, quantize::decode_value(R, B, unpack_one(codes, i, B), {scale, 0.0f}));
+            put(i, quantize::decode_value(R, B, unpack_one(codes, i, B), rec));
           s = e;
         }
         if (stream)
@@ -442,11 +443,12 @@ private:
         const std::uint64_t g = (i + j) / len;
         const std::uint64_t end = std::min(m, (g + 1) * len - i);
         const quantize::record rec = load_record<R>(body, g);
-        if constexpr (R == quant_range::symmetric && std::is_same_v<T, float>) {
+        if constexpr (std::is_same_v<T, float>) {
           if constexpr (Accumulate) {
-            cpu::detail::sym_accumulate<B>(code + j, end - j, rec.a, weight, out + i + j);
+            cpu::detail::accumulate_values<B, asym>(code + j, end - j, rec.a, rec.b, weight,
+                                                    out + i + j);
           } else {
-            cpu::detail::sym_decode<B>(code + j, end - j, rec.a, out + i + j);
+            cpu::detail::decode_values<B, asym>(code + j, end - j, rec.a, rec.b, out + i + j);
           }
         } else {
           for (std::uint64_t k = j; k < end; ++k)

@@ -10,8 +10,9 @@
 /// groups of eight codes. Nothing needs a workspace: column statistics accumulate in the
 /// body's record slots (encode) or in a small tile on the stack (roundtrip).
 ///
-/// Symmetric per-block and per-tensor groups of fp32 take the streaming kernels of
-/// detail/kernels.hpp (issue 7): an integer absmax reduction, codes computed 256 at a time and
+/// Per-block and per-tensor groups of fp32 take the streaming kernels of detail/kernels.hpp
+/// (issue 7): integer reductions of the bit patterns for absmax (symmetric) or min and max
+/// (asymmetric), codes computed 256 at a time and
 /// packed eight at a time, Philox blocks generated 64 at a time, and a software prefetch 8 KiB
 /// ahead of every pass that reads from memory. A group holding a NaN or Inf, or not starting on a
 /// multiple of 8, takes the element-wise path; both paths compute the same expressions, so the
@@ -95,8 +96,9 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
   static void decode_body(const cpu::seq_t&, const quantize& c, const payload_header&,
                           const unsigned char* body, std::span<T> out) {
     dispatch_quantize(c, [&](auto b, auto r, auto) {
-      if constexpr (decltype(r)::value == sym && std::is_same_v<T, float>) {
-        if (decode_fast<decltype(b)::value, false>(c, out.size(), body, out.data(), 1.0f))
+      if constexpr (std::is_same_v<T, float>) {
+        if (decode_fast<decltype(b)::value, decltype(r)::value, false>(c, out.size(), body,
+                                                                       out.data(), 1.0f))
           return;
       }
       decode_each<decltype(b)::value, decltype(r)::value>(
@@ -107,10 +109,9 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
   static void accumulate_body(const cpu::seq_t&, const quantize& c, const payload_header&,
                               const unsigned char* body, std::span<float> acc, float weight) {
     dispatch_quantize(c, [&](auto b, auto r, auto) {
-      if constexpr (decltype(r)::value == sym) {
-        if (decode_fast<decltype(b)::value, true>(c, acc.size(), body, acc.data(), weight))
-          return;
-      }
+      if (decode_fast<decltype(b)::value, decltype(r)::value, true>(c, acc.size(), body, acc.data(),
+                                                                    weight))
+        return;
       decode_each<decltype(b)::value, decltype(r)::value>(
           c, acc.size(), body,
           [&](std::size_t i, float v) { acc[i] = add_rn(acc[i], mul_rn(weight, v)); });
@@ -292,20 +293,30 @@ private:
       sink(i, unpack_one(codes, i, B));
   }
 
-  /// Symmetric group [begin, end) of an n-element fp32 tensor through the streaming kernels;
-  /// false (nothing written) when the group holds a NaN or Inf, which the element-wise path
-  /// handles. begin is a multiple of 8; a short tail goes through pack_run and `buf`.
-  template <unsigned B, bool S, class Progress>
+  /// Group [begin, end) of an n-element fp32 tensor through the streaming kernels; false
+  /// (nothing written) when the group holds a NaN or Inf, which the element-wise path handles.
+  /// begin is a multiple of 8; a short tail goes through pack_run and `buf`.
+  template <unsigned B, quant_range R, bool S, class Progress>
   static bool encode_fast(const float* x, std::size_t n, std::size_t begin, std::size_t end,
                           uniform_stream& u, unsigned char* body, std::size_t g,
                           unsigned char* codes, std::uint32_t (&buf)[8], Progress&& progress) {
     using namespace cpu::detail;
-    const std::uint32_t key = max_magnitude_bits(x + begin, end - begin, {x + begin, x + n});
-    if (key >= 0x7f800000u)
-      return false;
-    const float s0 = bits_to_float(key);
-    store_record<sym>(body, g, quantize::make_record(sym, B, s0, 0.0f));
-    const quantize::coder k = quantize::make_coder(sym, B, s0, 0.0f);
+    constexpr bool asym = R == quant_range::asymmetric;
+    float s0, s1 = 0.0f; // absmax, or lo and hi
+    if constexpr (asym) {
+      const value_range_result v = value_range(x + begin, end - begin, {x + begin, x + n});
+      if (!v.finite)
+        return false;
+      s0 = v.lo;
+      s1 = v.hi;
+    } else {
+      const std::uint32_t key = max_magnitude_bits(x + begin, end - begin, {x + begin, x + n});
+      if (key >= 0x7f800000u)
+        return false;
+      s0 = bits_to_float(key);
+    }
+    store_record<R>(body, g, quantize::make_record(R, B, s0, s1));
+    const quantize::coder k = quantize::make_coder(R, B, s0, s1);
     const std::size_t whole = begin + (end - begin) / 8 * 8;
     // The code pass finds a block in L1; a larger group (per tensor) it reads from memory again.
     const bool reread = end - begin > l1_group;
@@ -314,12 +325,12 @@ private:
       const std::size_t m = whole - i < code_chunk ? whole - i : code_chunk;
       if constexpr (S)
         philox_words(u.key, u.step, i >> 2, (m + 3) / 4, words);
-      sym_encode<B, S>(x + i, m, k.inv, words, codes + i / 8 * B,
-                       reread ? prefetch_stream{x + i, x + n} : prefetch_stream{});
+      encode_codes<B, asym, S>(x + i, m, k.inv, k.lo, words, codes + i / 8 * B,
+                               reread ? prefetch_stream{x + i, x + n} : prefetch_stream{});
       progress(i + m);
     }
     pack_run<B>(whole, end, buf, codes,
-                [&](std::size_t i) { return code_of<B, sym, S>(x[i], k, u, i); });
+                [&](std::size_t i) { return code_of<B, R, S>(x[i], k, u, i); });
     return true;
   }
 
@@ -380,9 +391,9 @@ private:
           const std::size_t mm = m - i < code_chunk ? m - i : code_chunk;
           if constexpr (S) {
             philox_words(u.key, u.step, (begin + i) >> 2, (mm + 3) / 4, words);
-            sym_codes_stochastic<B>(h + i, mm, k.inv, words, code + i);
+            codes_stochastic<B, false>(h + i, mm, k.inv, 0.0f, words, code + i);
           } else {
-            sym_codes_nearest<B>(h + i, mm, k.inv, code + i);
+            codes_nearest<B, false>(h + i, mm, k.inv, 0.0f, code + i);
           }
         }
       } else {
@@ -411,9 +422,9 @@ private:
     return bad;
   }
 
-  /// Symmetric block / tensor decoding of fp32 through the streaming kernels: out = deQ, or
+  /// Block / tensor decoding of fp32 through the streaming kernels: out = deQ, or
   /// out += weight * deQ when Accumulate. False when the granularity is per column.
-  template <unsigned B, bool Accumulate>
+  template <unsigned B, quant_range R, bool Accumulate>
   static bool decode_fast(const quantize& c, std::size_t n, const unsigned char* body, float* out,
                           float weight) {
     using namespace cpu::detail;
@@ -429,17 +440,18 @@ private:
                         (len % 16 == 0 || len == n);
     for (std::size_t g = 0, begin = 0; begin < n; ++g, begin += len) {
       const std::size_t end = n - begin < len ? n : begin + len;
-      const float scale = load_record<sym>(body, g).a;
+      constexpr bool asym = R == quant_range::asymmetric;
+      const quantize::record rec = load_record<R>(body, g);
       const std::size_t whole = begin + (end - begin) / 8 * 8;
       if (stream)
-        sym_decode_packed<B, Accumulate, true>(codes + begin / 8 * B, whole - begin, scale, weight,
-                                               out + begin);
+        decode_packed<B, asym, Accumulate, true>(codes + begin / 8 * B, whole - begin, rec.a, rec.b,
+                                                 weight, out + begin);
       else // an accumulator is read: prefetched ahead
-        sym_decode_packed<B, Accumulate, false>(
-            codes + begin / 8 * B, whole - begin, scale, weight, out + begin,
+        decode_packed<B, asym, Accumulate, false>(
+            codes + begin / 8 * B, whole - begin, rec.a, rec.b, weight, out + begin,
             Accumulate ? prefetch_stream{out + begin, out + n} : prefetch_stream{});
       for (std::size_t i = whole; i < end; ++i) {
-        const float v = quantize::decode_value(sym, B, unpack_one(codes, i, B), {scale, 0.0f});
+        const float v = quantize::decode_value(R, B, unpack_one(codes, i, B), rec);
         out[i] = Accumulate ? add_rn(out[i], mul_rn(weight, v)) : v;
       }
     }
@@ -505,9 +517,9 @@ private:
       const std::size_t len = c.granularity == scale_granularity::tensor ? n : c.group;
       for (std::size_t g = 0, begin = 0; begin < n; ++g, begin += len) {
         const std::size_t end = n - begin < len ? n : begin + len;
-        if constexpr (R == sym && std::is_same_v<T, float>) {
+        if constexpr (std::is_same_v<T, float>) {
           if ((begin & 7u) == 0 &&
-              encode_fast<B, S>(in.data(), n, begin, end, u, body, g, codes, buf, progress))
+              encode_fast<B, R, S>(in.data(), n, begin, end, u, body, g, codes, buf, progress))
             continue;
         }
         float s0 = stat0_init<R>();

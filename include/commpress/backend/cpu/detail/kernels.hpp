@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 
 #include "commpress/core/config.hpp"
 #include "commpress/core/dtype.hpp"
@@ -100,44 +101,106 @@ inline std::uint32_t max_magnitude_bits(const float* COMMPRESS_RESTRICT x, std::
   return r;
 }
 
-/// Symmetric nearest-rounding codes of m elements: quantize::encode_nearest with coder
-/// {inv, 0}, i.e. clamp(round_half_even(x * inv) + L, 0, 2L), for finite x.
-template <unsigned B>
-COMMPRESS_FORCEINLINE void sym_codes_nearest(const float* COMMPRESS_RESTRICT x, std::size_t m,
-                                             float inv, std::uint8_t* COMMPRESS_RESTRICT codes) {
-  constexpr float levels = static_cast<float>((1u << (B - 1)) - 1u);
-  constexpr float top = 2.0f * levels;
+/// What value_range found of some elements: whether all are finite, and then the least and
+/// greatest value.
+struct value_range_result {
+  bool finite;
+  float lo;
+  float hi;
+};
+
+/// The least and greatest of x[0..n) (n > 0), from four integer reductions of the bit patterns
+/// that vectorize where float min / max reductions do not: the greatest as a signed integer is
+/// the greatest value if that is not negative, and the least unsigned is the greatest when all
+/// are negative (the least magnitude) and the least when none is; the greatest unsigned is the
+/// least value when some is negative. A NaN or Inf is the greatest signed (+) or unsigned (-)
+/// pattern. Where -0 and +0 tie for least or greatest, this gives -0 for least and +0 for
+/// greatest, not the first of them; quantize's records and coders come out the same either way,
+/// as they add +0 to lo. Calls prefetch(i) once per 16 elements.
+inline value_range_result value_range(const float* COMMPRESS_RESTRICT x, std::size_t n,
+                                      prefetch_stream prefetch = {}) {
+  std::int32_t max_s[16], min_s[16];
+  std::uint32_t max_u[16] = {}, min_u[16];
+  for (unsigned j = 0; j < 16; ++j) {
+    max_s[j] = std::numeric_limits<std::int32_t>::min();
+    min_s[j] = std::numeric_limits<std::int32_t>::max();
+    min_u[j] = std::numeric_limits<std::uint32_t>::max();
+  }
+  const auto fold = [&](unsigned j, const float* v) {
+    std::int32_t s;
+    std::memcpy(&s, v, 4);
+    const auto u = static_cast<std::uint32_t>(s);
+    max_s[j] = s > max_s[j] ? s : max_s[j];
+    min_s[j] = s < min_s[j] ? s : min_s[j];
+    max_u[j] = u > max_u[j] ? u : max_u[j];
+    min_u[j] = u < min_u[j] ? u : min_u[j];
+  };
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    prefetch(i);
+    for (unsigned j = 0; j < 16; ++j)
+      fold(j, x + i + j);
+  }
+  for (; i < n; ++i)
+    fold(static_cast<unsigned>(i % 16), x + i);
+  for (unsigned j = 1; j < 16; ++j) {
+    max_s[0] = max_s[j] > max_s[0] ? max_s[j] : max_s[0];
+    min_s[0] = min_s[j] < min_s[0] ? min_s[j] : min_s[0];
+    max_u[0] = max_u[j] > max_u[0] ? max_u[j] : max_u[0];
+    min_u[0] = min_u[j] < min_u[0] ? min_u[j] : min_u[0];
+  }
+  const bool finite = max_s[0] < 0x7f800000 && max_u[0] < 0xff800000u;
+  const bool some_negative = min_s[0] < 0;
+  return {finite, commpress::detail::bits_to_float(some_negative ? max_u[0] : min_u[0]),
+          commpress::detail::bits_to_float(max_s[0] >= 0 ? static_cast<std::uint32_t>(max_s[0])
+                                                         : min_u[0])};
+}
+
+/// The level a rounded value is shifted by, and the largest code: a symmetric B-bit code is
+/// round(y) + L clamped to [0, 2L], L = 2^(B-1) - 1; an asymmetric one round(y) (+ 0) clamped to
+/// [0, 2^B - 1] (quantize's to_code).
+template <unsigned B, bool Asym>
+inline constexpr float code_offset = Asym ? 0.0f : static_cast<float>((1u << (B - 1)) - 1u);
+template <unsigned B, bool Asym>
+inline constexpr float code_top = Asym ? static_cast<float>((1u << B) - 1u)
+                                       : 2.0f * code_offset<B, Asym>;
+
+/// Nearest-rounding codes of m elements: quantize::encode_nearest with coder {inv, lo}, i.e.
+/// clamp(round_half_even(y) + offset, 0, top), y = x * inv (symmetric) or (x - lo) * inv
+/// (Asym), for finite x.
+template <unsigned B, bool Asym>
+COMMPRESS_FORCEINLINE void codes_nearest(const float* COMMPRESS_RESTRICT x, std::size_t m,
+                                         float inv, float lo,
+                                         std::uint8_t* COMMPRESS_RESTRICT codes) {
   constexpr float magic = 12582912.0f; // 1.5 * 2^23, as in round_half_even
   for (std::size_t i = 0; i < m; ++i) {
-    const float y = x[i] * inv;
+    const float y = Asym ? (x[i] - lo) * inv : x[i] * inv;
     const float r = (y + magic) - magic;
-    float c = r + levels;
+    float c = r + code_offset<B, Asym>;
     c = c > 0.0f ? c : 0.0f;
-    c = c < top ? c : top;
+    c = c < code_top<B, Asym> ? c : code_top<B, Asym>;
     codes[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(c));
   }
 }
 
-/// Symmetric stochastic-rounding codes: quantize::encode_stochastic with coder {inv, 0} and
-/// uniform u = uniform_from_bits(words[i]).
-template <unsigned B>
-COMMPRESS_FORCEINLINE void sym_codes_stochastic(const float* COMMPRESS_RESTRICT x, std::size_t m,
-                                                float inv,
-                                                const std::uint32_t* COMMPRESS_RESTRICT words,
-                                                std::uint8_t* COMMPRESS_RESTRICT codes) {
-  constexpr float levels = static_cast<float>((1u << (B - 1)) - 1u);
-  constexpr float top = 2.0f * levels;
+/// Stochastic-rounding codes: quantize::encode_stochastic with coder {inv, lo} and uniform
+/// u = uniform_from_bits(words[i]).
+template <unsigned B, bool Asym>
+COMMPRESS_FORCEINLINE void codes_stochastic(const float* COMMPRESS_RESTRICT x, std::size_t m,
+                                            float inv, float lo,
+                                            const std::uint32_t* COMMPRESS_RESTRICT words,
+                                            std::uint8_t* COMMPRESS_RESTRICT codes) {
   constexpr float magic = 12582912.0f;
   for (std::size_t i = 0; i < m; ++i) {
-    const float y = x[i] * inv;
+    const float y = Asym ? (x[i] - lo) * inv : x[i] * inv;
     const float r = (y + magic) - magic;
     const float f = r > y ? r - 1.0f : r;
     const float u =
         static_cast<float>(static_cast<std::int32_t>(words[i] >> 8)) * 5.9604644775390625e-08f;
     const float q = u < y - f ? f + 1.0f : f;
-    float c = q + levels;
+    float c = q + code_offset<B, Asym>;
     c = c > 0.0f ? c : 0.0f;
-    c = c < top ? c : top;
+    c = c < code_top<B, Asym> ? c : code_top<B, Asym>;
     codes[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(c));
   }
 }
@@ -256,74 +319,80 @@ template <unsigned B> COMMPRESS_FORCEINLINE __m512i load_packed64(const unsigned
   }
 }
 
-/// sym_codes_nearest of 16 elements as int32 lanes: the same operations in the same order
-/// (vmaxps / vminps return their second operand for NaN, as the scalar selects do).
-template <unsigned B> COMMPRESS_FORCEINLINE __m512i sym_code16_nearest(const float* x, __m512 inv) {
-  constexpr float levels = static_cast<float>((1u << (B - 1)) - 1u);
-  const __m512 magic = _mm512_set1_ps(12582912.0f);
-  const __m512 y = _mm512_mul_ps(_mm512_loadu_ps(x), inv);
-  const __m512 r = _mm512_sub_ps(_mm512_add_ps(y, magic), magic);
-  __m512 c = _mm512_add_ps(r, _mm512_set1_ps(levels));
+/// y of 16 elements: x * inv, or (x - lo) * inv when Asym.
+template <bool Asym> COMMPRESS_FORCEINLINE __m512 scaled16(const float* x, __m512 inv, __m512 lo) {
+  const __m512 v = _mm512_loadu_ps(x);
+  return _mm512_mul_ps(Asym ? _mm512_sub_ps(v, lo) : v, inv);
+}
+
+/// Level q + offset clamped to [0, top] as int32 lanes (vmaxps / vminps return their second
+/// operand for NaN, as the scalar selects do).
+template <unsigned B, bool Asym> COMMPRESS_FORCEINLINE __m512i clamped_code16(__m512 q) {
+  __m512 c = _mm512_add_ps(q, _mm512_set1_ps(code_offset<B, Asym>));
   c = _mm512_max_ps(c, _mm512_setzero_ps());
-  c = _mm512_min_ps(c, _mm512_set1_ps(2.0f * levels));
+  c = _mm512_min_ps(c, _mm512_set1_ps(code_top<B, Asym>));
   return _mm512_cvttps_epi32(c);
 }
 
-/// sym_codes_stochastic of 16 elements with their 16 random words.
-template <unsigned B>
-COMMPRESS_FORCEINLINE __m512i sym_code16_stochastic(const float* x, __m512 inv,
-                                                    const std::uint32_t* words) {
-  constexpr float levels = static_cast<float>((1u << (B - 1)) - 1u);
+/// codes_nearest of 16 elements as int32 lanes: the same operations in the same order.
+template <unsigned B, bool Asym>
+COMMPRESS_FORCEINLINE __m512i code16_nearest(const float* x, __m512 inv, __m512 lo) {
+  const __m512 magic = _mm512_set1_ps(12582912.0f);
+  const __m512 y = scaled16<Asym>(x, inv, lo);
+  return clamped_code16<B, Asym>(_mm512_sub_ps(_mm512_add_ps(y, magic), magic));
+}
+
+/// codes_stochastic of 16 elements with their 16 random words.
+template <unsigned B, bool Asym>
+COMMPRESS_FORCEINLINE __m512i code16_stochastic(const float* x, __m512 inv, __m512 lo,
+                                                const std::uint32_t* words) {
   const __m512 magic = _mm512_set1_ps(12582912.0f);
   const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 y = _mm512_mul_ps(_mm512_loadu_ps(x), inv);
+  const __m512 y = scaled16<Asym>(x, inv, lo);
   const __m512 r = _mm512_sub_ps(_mm512_add_ps(y, magic), magic);
   const __m512 f = _mm512_mask_sub_ps(r, _mm512_cmp_ps_mask(r, y, _CMP_GT_OQ), r, one);
   const __m512 u =
       _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(_mm512_loadu_si512(words), 8)),
                     _mm512_set1_ps(5.9604644775390625e-08f));
-  const __m512 q =
-      _mm512_mask_add_ps(f, _mm512_cmp_ps_mask(u, _mm512_sub_ps(y, f), _CMP_LT_OQ), f, one);
-  __m512 c = _mm512_add_ps(q, _mm512_set1_ps(levels));
-  c = _mm512_max_ps(c, _mm512_setzero_ps());
-  c = _mm512_min_ps(c, _mm512_set1_ps(2.0f * levels));
-  return _mm512_cvttps_epi32(c);
+  return clamped_code16<B, Asym>(
+      _mm512_mask_add_ps(f, _mm512_cmp_ps_mask(u, _mm512_sub_ps(y, f), _CMP_LT_OQ), f, one));
 }
 
-/// The symmetric codes of elements i .. i + 63 of x as four vectors of 16 int32 codes:
-/// sym_codes_nearest, or with Stochastic sym_codes_stochastic on words[i..i + 64);
-/// prefetch(i + 16 q) before the q-th vector.
-template <unsigned B, bool Stochastic>
-COMMPRESS_FORCEINLINE void sym_codes64(const float* x, std::size_t i, __m512 inv,
-                                       const std::uint32_t* words, prefetch_stream prefetch,
-                                       __m512i (&c)[4]) {
+/// The codes of elements i .. i + 63 of x as four vectors of 16 int32 codes: codes_nearest,
+/// or with Stochastic codes_stochastic on words[i..i + 64); prefetch(i + 16 q) before the
+/// q-th vector.
+template <unsigned B, bool Asym, bool Stochastic>
+COMMPRESS_FORCEINLINE void codes64(const float* x, std::size_t i, __m512 inv, __m512 lo,
+                                   const std::uint32_t* words, prefetch_stream prefetch,
+                                   __m512i (&c)[4]) {
   for (unsigned q = 0; q < 4; ++q) {
     prefetch(i + 16 * q);
     if constexpr (Stochastic)
-      c[q] = sym_code16_stochastic<B>(x + i + 16 * q, inv, words + i + 16 * q);
+      c[q] = code16_stochastic<B, Asym>(x + i + 16 * q, inv, lo, words + i + 16 * q);
     else
-      c[q] = sym_code16_nearest<B>(x + i + 16 * q, inv);
+      c[q] = code16_nearest<B, Asym>(x + i + 16 * q, inv, lo);
   }
 }
 
-/// Symmetric codes of m elements (m a multiple of 64) packed at out: sym_codes_nearest (or,
-/// with words, sym_codes_stochastic) followed by pack_codes, 64 elements per step; prefetch(i)
-/// once per 16 elements.
-template <unsigned B, bool Stochastic>
-COMMPRESS_FORCEINLINE void sym_encode64(const float* COMMPRESS_RESTRICT x, std::size_t m, float inv,
-                                        const std::uint32_t* COMMPRESS_RESTRICT words,
-                                        unsigned char* COMMPRESS_RESTRICT out,
-                                        prefetch_stream prefetch) {
+/// Codes of m elements (m a multiple of 64) packed at out: codes_nearest (or, with words,
+/// codes_stochastic) followed by pack_codes, 64 elements per step; prefetch(i) once per 16
+/// elements.
+template <unsigned B, bool Asym, bool Stochastic>
+COMMPRESS_FORCEINLINE void encode64(const float* COMMPRESS_RESTRICT x, std::size_t m, float inv,
+                                    float lo, const std::uint32_t* COMMPRESS_RESTRICT words,
+                                    unsigned char* COMMPRESS_RESTRICT out,
+                                    prefetch_stream prefetch) {
   const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512 vlo = _mm512_set1_ps(lo);
   for (std::size_t i = 0; i < m; i += 64) {
     __m512i c[4];
-    sym_codes64<B, Stochastic>(x, i, vinv, words, prefetch, c);
+    codes64<B, Asym, Stochastic>(x, i, vinv, vlo, words, prefetch, c);
     store_packed64<B>(codes_to_bytes(c[0], c[1], c[2], c[3]), out + i / 8 * B);
   }
 }
 
-/// sym_encode64 fused with the state update: the fresh error h - ((code - L) * scale), the
-/// operations of sym_decode64 accumulating with weight -1 (h + (-1) * v is h - v exactly), from
+/// Symmetric encode64 fused with the state update: the fresh error h - ((code - L) * scale), the
+/// operations of decode64 accumulating with weight -1 (h + (-1) * v is h - v exactly), from
 /// the codes still in registers, folded into e by error_update's expressions, 16 lanes at a
 /// time: e = fresh when Replace (keep == 0), else keep * e + take * fresh. CheckFresh: the
 /// fresh error may be non-finite (see sym_encode_error). Returns how many elements held their e.
@@ -346,7 +415,7 @@ sym_encode_error64(const float* COMMPRESS_RESTRICT h, std::size_t m, float inv, 
   std::uint32_t held = 0;
   for (std::size_t i = 0; i < m; i += 64) {
     __m512i c[4];
-    sym_codes64<B, Stochastic>(h, i, vinv, words, prefetch, c);
+    codes64<B, false, Stochastic>(h, i, vinv, _mm512_setzero_ps(), words, prefetch, c);
     store_packed64<B>(codes_to_bytes(c[0], c[1], c[2], c[3]), out + i / 8 * B);
     for (unsigned q = 0; q < 4; ++q) {
       const std::size_t j = i + 16 * q;
@@ -377,20 +446,22 @@ COMMPRESS_FORCEINLINE __m512 canonical_nan16(__m512 v) {
                             _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
 }
 
-/// Decodes m symmetric codes (m a multiple of 64) packed at in: out = (code - L) * scale, or
-/// out += weight * that when Accumulate, NaN results canonical (mul_rn, add_rn); Stream writes
-/// out with non-temporal stores (out 64-byte aligned), so a large output costs no read for
-/// ownership.
-template <unsigned B, bool Accumulate, bool Stream>
-COMMPRESS_FORCEINLINE void sym_decode64(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m,
-                                        float scale, float weight, float* COMMPRESS_RESTRICT out,
-                                        prefetch_stream prefetch) {
-  const __m512i offset = _mm512_set1_epi32((1 << (B - 1)) - 1);
-  const __m512 vscale = _mm512_set1_ps(scale);
+/// Decodes m codes (m a multiple of 64) packed at in, in a group with record {a, b}: out =
+/// decode_values, or out += weight * that when Accumulate, NaN results canonical (mul_rn,
+/// add_rn); Stream writes out with non-temporal stores (out 64-byte aligned), so a large output
+/// costs no read for ownership.
+template <unsigned B, bool Asym, bool Accumulate, bool Stream>
+COMMPRESS_FORCEINLINE void decode64(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m,
+                                    float a, float b, float weight, float* COMMPRESS_RESTRICT out,
+                                    prefetch_stream prefetch) {
+  const __m512i offset = _mm512_set1_epi32(static_cast<int>(code_offset<B, Asym>));
+  const __m512 va = _mm512_set1_ps(a);
+  const __m512 vb = _mm512_set1_ps(b);
   const __m512 vweight = _mm512_set1_ps(weight);
   const auto sixteen = [&](__m128i bytes, float* o) {
     const __m512i code = _mm512_cvtepu8_epi32(bytes);
-    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(code, offset)), vscale);
+    __m512 v = Asym ? _mm512_add_ps(va, _mm512_mul_ps(_mm512_cvtepi32_ps(code), vb))
+                    : _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(code, offset)), va);
     if constexpr (Accumulate)
       v = _mm512_add_ps(_mm512_loadu_ps(o), _mm512_mul_ps(vweight, v));
     v = canonical_nan16(v); // a NaN anywhere above leaves a NaN here: one canonicalisation
@@ -514,27 +585,33 @@ inline void philox_words(rng_key key, std::uint64_t step, std::uint64_t first_bl
 #endif
 }
 
-/// Symmetric decoded values of m codes: (code - L) * scale, rounded once (quantize::decode_value).
-template <unsigned B>
-COMMPRESS_FORCEINLINE void sym_decode(const std::uint8_t* COMMPRESS_RESTRICT c, std::size_t m,
-                                      float scale, float* COMMPRESS_RESTRICT out) {
-  constexpr std::int32_t offset = (1 << (B - 1)) - 1;
-  for (std::size_t i = 0; i < m; ++i)
-    out[i] = commpress::detail::mul_rn(static_cast<float>(static_cast<std::int32_t>(c[i]) - offset),
-                                       scale);
+/// The value of code c in a group with record {a, b} (quantize::decode_value): (c - L) * a
+/// (symmetric, a the scale) or a + c * b (Asym, a the minimum and b the step), each operation
+/// rounded once.
+template <unsigned B, bool Asym>
+COMMPRESS_FORCEINLINE float code_value(std::uint8_t c, float a, float b) {
+  if constexpr (Asym)
+    return commpress::detail::add_rn(a, commpress::detail::mul_rn(static_cast<float>(c), b));
+  constexpr auto offset = static_cast<std::int32_t>(code_offset<B, Asym>);
+  return commpress::detail::mul_rn(static_cast<float>(static_cast<std::int32_t>(c) - offset), a);
 }
 
-/// acc[i] += weight * ((code - L) * scale), each operation rounded once (decode_accumulate).
-template <unsigned B>
-COMMPRESS_FORCEINLINE void sym_accumulate(const std::uint8_t* COMMPRESS_RESTRICT c, std::size_t m,
-                                          float scale, float weight,
-                                          float* COMMPRESS_RESTRICT acc) {
-  constexpr std::int32_t offset = (1 << (B - 1)) - 1;
-  for (std::size_t i = 0; i < m; ++i) {
-    const float v = commpress::detail::mul_rn(
-        static_cast<float>(static_cast<std::int32_t>(c[i]) - offset), scale);
-    acc[i] = commpress::detail::add_rn(acc[i], commpress::detail::mul_rn(weight, v));
-  }
+/// Decoded values of m codes in a group with record {a, b}.
+template <unsigned B, bool Asym>
+COMMPRESS_FORCEINLINE void decode_values(const std::uint8_t* COMMPRESS_RESTRICT c, std::size_t m,
+                                         float a, float b, float* COMMPRESS_RESTRICT out) {
+  for (std::size_t i = 0; i < m; ++i)
+    out[i] = code_value<B, Asym>(c[i], a, b);
+}
+
+/// acc[i] += weight * value, each operation rounded once (decode_accumulate).
+template <unsigned B, bool Asym>
+COMMPRESS_FORCEINLINE void accumulate_values(const std::uint8_t* COMMPRESS_RESTRICT c,
+                                             std::size_t m, float a, float b, float weight,
+                                             float* COMMPRESS_RESTRICT acc) {
+  for (std::size_t i = 0; i < m; ++i)
+    acc[i] = commpress::detail::add_rn(
+        acc[i], commpress::detail::mul_rn(weight, code_value<B, Asym>(c[i], a, b)));
 }
 
 /// Signed codes of m finite elements in a store_int block (feedback/storage.hpp):
@@ -607,19 +684,19 @@ inline void int8_values(const std::int8_t* COMMPRESS_RESTRICT q, std::size_t m, 
     out[i] = static_cast<float>(q[i]) * scale;
 }
 
-/// Symmetric codes of m elements (m a multiple of 8, at most code_chunk) packed at out:
-/// sym_codes_nearest, or with Stochastic sym_codes_stochastic on words[0..m), then pack_codes.
-/// prefetch(i) once per 16 elements where the AVX-512 kernel runs.
-template <unsigned B, bool Stochastic>
-COMMPRESS_FORCEINLINE void sym_encode(const float* COMMPRESS_RESTRICT x, std::size_t m, float inv,
-                                      const std::uint32_t* COMMPRESS_RESTRICT words,
-                                      unsigned char* COMMPRESS_RESTRICT out,
-                                      prefetch_stream prefetch = {}) {
+/// Codes of m elements (m a multiple of 8, at most code_chunk) packed at out: codes_nearest,
+/// or with Stochastic codes_stochastic on words[0..m), then pack_codes. prefetch(i) once per 16
+/// elements where the AVX-512 kernel runs.
+template <unsigned B, bool Asym, bool Stochastic>
+COMMPRESS_FORCEINLINE void encode_codes(const float* COMMPRESS_RESTRICT x, std::size_t m, float inv,
+                                        float lo, const std::uint32_t* COMMPRESS_RESTRICT words,
+                                        unsigned char* COMMPRESS_RESTRICT out,
+                                        prefetch_stream prefetch = {}) {
   std::size_t i = 0;
 #if defined(COMMPRESS_CPU_AVX512)
   if constexpr (avx512_codes<B>) {
     i = m / 64 * 64;
-    sym_encode64<B, Stochastic>(x, i, inv, words, out, prefetch);
+    encode64<B, Asym, Stochastic>(x, i, inv, lo, words, out, prefetch);
     if (i == m)
       return;
   }
@@ -628,24 +705,24 @@ COMMPRESS_FORCEINLINE void sym_encode(const float* COMMPRESS_RESTRICT x, std::si
 #endif
   alignas(64) std::uint8_t c[code_chunk];
   if constexpr (Stochastic)
-    sym_codes_stochastic<B>(x + i, m - i, inv, words + i, c);
+    codes_stochastic<B, Asym>(x + i, m - i, inv, lo, words + i, c);
   else
-    sym_codes_nearest<B>(x + i, m - i, inv, c);
+    codes_nearest<B, Asym>(x + i, m - i, inv, lo, c);
   pack_codes<B>(c, m - i, out + i / 8 * B);
 }
 
-/// Decodes m symmetric codes (m a multiple of 8) packed at in: out = deQ, or out += weight *
-/// deQ when Accumulate (sym_decode / sym_accumulate). Stream: see sym_decode64; the caller
-/// fences. prefetch(i) once per 16 elements where the AVX-512 kernel runs.
-template <unsigned B, bool Accumulate, bool Stream>
+/// Decodes m codes (m a multiple of 8) packed at in, in a group with record {a, b}: out = deQ,
+/// or out += weight * deQ when Accumulate (decode_values / accumulate_values). Stream: see
+/// decode64; the caller fences. prefetch(i) once per 16 elements where the AVX-512 kernel runs.
+template <unsigned B, bool Asym, bool Accumulate, bool Stream>
 COMMPRESS_FORCEINLINE void
-sym_decode_packed(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m, float scale,
-                  float weight, float* COMMPRESS_RESTRICT out, prefetch_stream prefetch = {}) {
+decode_packed(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m, float a, float b,
+              float weight, float* COMMPRESS_RESTRICT out, prefetch_stream prefetch = {}) {
   std::size_t i = 0;
 #if defined(COMMPRESS_CPU_AVX512)
   if constexpr (avx512_codes<B>) {
     i = m / 64 * 64;
-    sym_decode64<B, Accumulate, Stream>(in, i, scale, weight, out, prefetch);
+    decode64<B, Asym, Accumulate, Stream>(in, i, a, b, weight, out, prefetch);
   }
 #else
   (void)prefetch;
@@ -655,14 +732,14 @@ sym_decode_packed(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m, flo
     const std::size_t len = m - i < code_chunk ? m - i : code_chunk;
     unpack_codes<B>(in + i / 8 * B, len, code);
     if constexpr (Accumulate)
-      sym_accumulate<B>(code, len, scale, weight, out + i);
+      accumulate_values<B, Asym>(code, len, a, b, weight, out + i);
     else
-      sym_decode<B>(code, len, scale, out + i);
+      decode_values<B, Asym>(code, len, a, b, out + i);
   }
 }
 
-/// sym_encode fused with the state update: folds the fresh error h + (-1) * deQ, as
-/// sym_accumulate with weight -1 computes it, into e by `rule` (error feedback's or LoCo's
+/// Symmetric encode_codes fused with the state update: folds the fresh error h + (-1) * deQ, as
+/// accumulate_values with weight -1 computes it, into e by `rule` (error feedback's or LoCo's
 /// step, fused). Returns how many elements held their e. `bounded`: every |h| is below 2^126,
 /// so |h - deQ| < 2^127 and the fresh error is finite without a check. Past the AVX-512 kernel,
 /// the codes are packed and read back by the portable loops, and h is overwritten with the
@@ -698,8 +775,8 @@ sym_encode_error(float* COMMPRESS_RESTRICT h, std::size_t m, float inv, float sc
 #endif
   if (i == m)
     return held;
-  sym_encode<B, Stochastic>(h + i, m - i, inv, words + i, out + i / 8 * B);
-  sym_decode_packed<B, true, false>(out + i / 8 * B, m - i, scale, -1.0f, h + i);
+  encode_codes<B, false, Stochastic>(h + i, m - i, inv, 0.0f, words + i, out + i / 8 * B);
+  decode_packed<B, false, true, false>(out + i / 8 * B, m - i, scale, 0.0f, -1.0f, h + i);
   for (; i < m; ++i)
     held += rule(h[i], e[i]) ? 1u : 0u;
   return held;
