@@ -12,9 +12,9 @@
 ///
 /// Per-block and per-tensor groups of fp32 take the streaming kernels of detail/kernels.hpp
 /// (issue 7): integer reductions of the bit patterns for absmax (symmetric) or min and max
-/// (asymmetric), codes computed 256 at a time and
-/// packed eight at a time, Philox blocks generated 64 at a time, and a software prefetch 8 KiB
-/// ahead of every pass that reads from memory. A group holding a NaN or Inf, or not starting on a
+/// (asymmetric), codes computed 256 at a time and packed eight at a time, Philox blocks
+/// generated 64 at a time, and a software prefetch 8 KiB ahead of every pass that reads from
+/// memory. A group holding a NaN or Inf, or not starting on a
 /// multiple of 8, takes the element-wise path; both paths compute the same expressions, so the
 /// bytes are the same.
 

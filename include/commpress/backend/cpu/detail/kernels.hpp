@@ -29,6 +29,7 @@
 #include <functional>
 #include <limits>
 
+#include "commpress/compress/quantize.hpp"
 #include "commpress/core/config.hpp"
 #include "commpress/core/dtype.hpp"
 #include "commpress/core/error_update.hpp"
@@ -585,23 +586,17 @@ inline void philox_words(rng_key key, std::uint64_t step, std::uint64_t first_bl
 #endif
 }
 
-/// The value of code c in a group with record {a, b} (quantize::decode_value): (c - L) * a
-/// (symmetric, a the scale) or a + c * b (Asym, a the minimum and b the step), each operation
-/// rounded once.
-template <unsigned B, bool Asym>
-COMMPRESS_FORCEINLINE float code_value(std::uint8_t c, float a, float b) {
-  if constexpr (Asym)
-    return commpress::detail::add_rn(a, commpress::detail::mul_rn(static_cast<float>(c), b));
-  constexpr auto offset = static_cast<std::int32_t>(code_offset<B, Asym>);
-  return commpress::detail::mul_rn(static_cast<float>(static_cast<std::int32_t>(c) - offset), a);
-}
+/// The range of a kernel's Asym parameter.
+template <bool Asym>
+inline constexpr quant_range range_of = Asym ? quant_range::asymmetric : quant_range::symmetric;
 
-/// Decoded values of m codes in a group with record {a, b}.
+/// Decoded values of m codes in a group with record {a, b}: quantize::decode_value, the
+/// per-element definition the CUDA kernels call too.
 template <unsigned B, bool Asym>
 COMMPRESS_FORCEINLINE void decode_values(const std::uint8_t* COMMPRESS_RESTRICT c, std::size_t m,
                                          float a, float b, float* COMMPRESS_RESTRICT out) {
   for (std::size_t i = 0; i < m; ++i)
-    out[i] = code_value<B, Asym>(c[i], a, b);
+    out[i] = quantize::decode_value(range_of<Asym>, B, c[i], {a, b});
 }
 
 /// acc[i] += weight * value, each operation rounded once (decode_accumulate).
@@ -611,7 +606,8 @@ COMMPRESS_FORCEINLINE void accumulate_values(const std::uint8_t* COMMPRESS_RESTR
                                              float* COMMPRESS_RESTRICT acc) {
   for (std::size_t i = 0; i < m; ++i)
     acc[i] = commpress::detail::add_rn(
-        acc[i], commpress::detail::mul_rn(weight, code_value<B, Asym>(c[i], a, b)));
+        acc[i],
+        commpress::detail::mul_rn(weight, quantize::decode_value(range_of<Asym>, B, c[i], {a, b})));
 }
 
 /// Signed codes of m finite elements in a store_int block (feedback/storage.hpp):
