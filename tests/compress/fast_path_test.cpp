@@ -196,6 +196,49 @@ TEST_SUITE("compress") {
       }
   }
 
+  TEST_CASE("quantize: decode of records no encoder writes (NaN with a payload, infinite, "
+            "overflowing) equals the per-element definition") {
+    // A finite record's groups take decode_values' select-free loop, any other record the
+    // canonicalising one: each group below is decoded by one of them.
+    const std::size_t n = 6 * 256 + 8;
+    const std::vector<float> x = sample(n, 9);
+    const float inf = std::numeric_limits<float>::infinity();
+    const float records[][2] = {
+        {cp::detail::bits_to_float(0xffc00123u), 0.5f},  // negative NaN, with a payload
+        {0.25f, cp::detail::bits_to_float(0x7fa00001u)}, // signalling NaN second word
+        {inf, 0.5f},                                     // code * Inf: NaN at the zero level
+        {-3e38f, 3e38f},                                 // finite, the products overflow
+        {-inf, -inf},
+        {1.5f, 0.125f}};
+    for (auto range : {cp::quant_range::symmetric, cp::quant_range::asymmetric})
+      for (unsigned bits : {2u, 3u, 4u, 8u}) {
+        CAPTURE(range);
+        CAPTURE(bits);
+        const cp::quantize q{.bits = bits, .group = 256, .range = range};
+        auto payload = encode_all(q, {}, x);
+        auto* body = reinterpret_cast<unsigned char*>(payload.data()) + cp::format::header_bytes;
+        const std::size_t record_bytes = q.record_bytes();
+        for (std::size_t g = 0; g < q.n_groups(n); ++g)
+          std::memcpy(body + record_bytes * g, records[g % 6], record_bytes);
+        cp::format::seal(std::span(payload), q.body_bytes(n));
+        std::vector<float> out(n), acc(n, 0.75f);
+        cp::decode(cp::cpu::seq, q, payload, std::span<float>(out));
+        cp::decode_accumulate(cp::cpu::seq, q, payload, std::span<float>(acc), 2.0f);
+        std::size_t mismatches = 0, nans = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          const float* rec = records[(i / 256) % 6];
+          const float v = cp::quantize::decode_value(
+              range, bits, cp::detail::unpack_one(body + record_bytes * q.n_groups(n), i, bits),
+              {rec[0], rec[1]});
+          const float a = cp::detail::add_rn(0.75f, cp::detail::mul_rn(2.0f, v));
+          mismatches += (std::memcmp(&out[i], &v, 4) != 0 || std::memcmp(&acc[i], &a, 4) != 0);
+          nans += std::isnan(out[i]) ? 1u : 0u;
+        }
+        CHECK(mismatches == 0);
+        CHECK(nans > 0); // the NaN records reached the output, canonical
+      }
+  }
+
   TEST_CASE("quantize and cast: outputs large enough for streaming stores, and bodies of many "
             "checksum chunks, equal the per-element definition") {
     // Above cpu::detail::streaming_store_min_bytes of fp32 output, with a short last block.
