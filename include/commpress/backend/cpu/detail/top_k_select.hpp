@@ -11,6 +11,7 @@
 /// compress/top_k.hpp ranks by, and integer keys can be counted by their high bits.
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -20,7 +21,7 @@
 
 #include "commpress/core/config.hpp"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -32,6 +33,26 @@ inline constexpr std::uint64_t sampled_top_k_min_row = 1u << 16;
 /// Bits of one radix digit: 2^11 counters (8 KiB) stay in L1, and three digits cover a key.
 inline constexpr unsigned radix_select_bits = 11;
 inline constexpr std::uint64_t radix_select_bins = std::uint64_t{1} << radix_select_bits;
+
+#if !defined(__AVX512F__) && defined(__AVX2__)
+/// For each 8-bit lane mask, the indices of its set lanes in increasing order, one per byte:
+/// the vpermd pattern that moves an AVX2 vector's selected lanes to the front (AVX2 has no
+/// compress instruction).
+inline constexpr auto compress_pattern8 = [] {
+  std::uint64_t table[256] = {};
+  for (unsigned mask = 0; mask < 256; ++mask)
+    for (unsigned lane = 0, n = 0; lane < 8; ++lane)
+      if ((mask >> lane & 1u) != 0)
+        table[mask] |= std::uint64_t{lane} << (8 * n++);
+  return std::to_array(table);
+}();
+
+/// v's lanes selected by `mask` (8 bits), moved to the front in order; the rest unspecified.
+inline __m256i compress8(unsigned mask, __m256i v) {
+  return _mm256_permutevar8x32_epi32(
+      v, _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(compress_pattern8[mask]))));
+}
+#endif
 
 /// What radix_select finds: the k-th largest key and how many keys are larger than it.
 struct kth_key {
@@ -234,6 +255,55 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
     _mm512_store_si512(lanes[1], above_lanes);
     _mm512_store_si512(lanes[2], most);
     for (unsigned l = 0; l < 16; ++l) {
+      nonfinite += lanes[0][l];
+      above += lanes[1][l];
+      top = std::max(top, lanes[2][l]);
+    }
+  }
+#elif defined(__AVX2__)
+  {
+    // The pass above in 8-lane halves. Keys are below 2^31, so signed compares order them;
+    // key >= t0 is key > t0 - 1 (t0 > 0 here), a lane count is a sum of compare masks (-1).
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+    const __m256i finite_max = _mm256_set1_epi32(0x7f7fffff);
+    const __m256i lo = _mm256_set1_epi32(static_cast<int>(t0 - 1));
+    const __m256i hi = _mm256_set1_epi32(static_cast<int>(t1));
+    const __m256i eight = _mm256_set1_epi32(8);
+    __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i most = _mm256_setzero_si256();
+    __m256i nonfinite_lanes = _mm256_setzero_si256();
+    __m256i above_lanes = _mm256_setzero_si256();
+    const auto eight_lanes = [&](std::uint64_t at) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + at));
+      __m256i key = _mm256_and_si256(v, abs_mask);
+      const __m256i nf = _mm256_cmpgt_epi32(key, finite_max);
+      nonfinite_lanes = _mm256_sub_epi32(nonfinite_lanes, nf);
+      if (zero_nonfinite) // key 0 < t0: no candidate, so v needs no zeroing
+        key = _mm256_andnot_si256(nf, key);
+      most = _mm256_max_epi32(most, key);
+      above_lanes = _mm256_sub_epi32(above_lanes, _mm256_cmpgt_epi32(key, hi));
+      const auto hit = static_cast<unsigned>(
+          _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(key, lo))));
+      if (bitmap != nullptr) // at is a multiple of 8: one whole byte, element at in bit 0
+        bitmap[at / 8] = static_cast<unsigned char>(hit);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + c), compress8(hit, index));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(val + c), compress8(hit, v));
+      c += static_cast<std::uint64_t>(std::popcount(hit));
+      index = _mm256_add_epi32(index, eight);
+    };
+    for (; i + 16 <= d; i += 16) {
+      if (i + 512 < d)
+        _mm_prefetch(reinterpret_cast<const char*>(x + i + 512), _MM_HINT_T0);
+      eight_lanes(i);
+      eight_lanes(i + 8);
+      if (c > limit)
+        return declined;
+    }
+    alignas(32) std::uint32_t lanes[3][8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes[0]), nonfinite_lanes);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes[1]), above_lanes);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes[2]), most);
+    for (unsigned l = 0; l < 8; ++l) {
       nonfinite += lanes[0][l];
       above += lanes[1][l];
       top = std::max(top, lanes[2][l]);
