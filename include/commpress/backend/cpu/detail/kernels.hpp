@@ -37,7 +37,7 @@
 #include "commpress/core/rng.hpp"
 #include "commpress/format/header.hpp"
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__F16C__))
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #elif defined(__SSE2__)
 #include <emmintrin.h>
@@ -504,8 +504,8 @@ inline constexpr std::size_t streaming_store_min_bytes = std::size_t{32} << 20;
 
 /// The random words of elements 4 * first_block .. 4 * (first_block + blocks) - 1 at `step`
 /// (random_block for each block, in order), blocks <= code_chunk / 4; `words` holds
-/// code_chunk words (the AVX-512 path fills whole groups of 16 blocks). Philox runs on
-/// structure-of-arrays lanes so the rounds vectorize across blocks.
+/// code_chunk words (the AVX-512 path fills whole groups of 16 blocks, the AVX2 one of 8). Philox
+/// runs on structure-of-arrays lanes so the rounds vectorize across blocks.
 inline void philox_words(rng_key key, std::uint64_t step, std::uint64_t first_block,
                          std::size_t blocks, std::uint32_t* COMMPRESS_RESTRICT words) {
 #if defined(COMMPRESS_CPU_AVX512)
@@ -565,6 +565,56 @@ inline void philox_words(rng_key key, std::uint64_t step, std::uint64_t first_bl
     }
   }
   COMMPRESS_AVX512_END
+#elif defined(__AVX2__)
+  // The AVX-512 kernel's layout with four blocks per vector: vpmuludq's whole products, a dword
+  // swap for the high halves, and two XORs where AVX-512 has one three-way one. Compilers
+  // vectorize the portable loop below with a 32 <-> 64-bit lane shuffle per product, twice as
+  // slow.
+  const __m256i m0 = _mm256_set1_epi64x(0xD2511F53u);
+  const __m256i m1 = _mm256_set1_epi64x(0xCD9E8D57u);
+  const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
+  const __m256i c2_init = _mm256_set1_epi64x(static_cast<long long>(step & 0xffffffffu));
+  const __m256i c3_init = _mm256_set1_epi64x(static_cast<long long>(step >> 32));
+  for (std::size_t b = 0; b < blocks; b += 8) {
+    __m256i c0[2], c1[2], c2[2], c3[2];
+    for (unsigned v = 0; v < 2; ++v) {
+      const __m256i block = _mm256_add_epi64(
+          _mm256_set1_epi64x(static_cast<long long>(first_block + b + 4 * v)), lane);
+      c0[v] = block;
+      c1[v] = _mm256_srli_epi64(block, 32);
+      c2[v] = c2_init;
+      c3[v] = c3_init;
+    }
+    std::uint32_t k0 = key.k0, k1 = key.k1;
+    for (int r = 0; r < 10; ++r) {
+      const __m256i vk0 = _mm256_set1_epi32(static_cast<int>(k0));
+      const __m256i vk1 = _mm256_set1_epi32(static_cast<int>(k1));
+      for (unsigned v = 0; v < 2; ++v) {
+        const __m256i p0 = _mm256_mul_epu32(c0[v], m0);
+        const __m256i p1 = _mm256_mul_epu32(c2[v], m1);
+        const __m256i n0 = _mm256_xor_si256(
+            _mm256_xor_si256(_mm256_shuffle_epi32(p1, _MM_SHUFFLE(2, 3, 0, 1)), c1[v]), vk0);
+        const __m256i n2 = _mm256_xor_si256(
+            _mm256_xor_si256(_mm256_shuffle_epi32(p0, _MM_SHUFFLE(2, 3, 0, 1)), c3[v]), vk1);
+        c1[v] = p1;
+        c3[v] = p0;
+        c0[v] = n0;
+        c2[v] = n2;
+      }
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    for (unsigned v = 0; v < 2; ++v) {
+      // Per 64-bit lane: (c0, c1) and (c2, c3); then one 128-bit lane per block.
+      const __m256i w01 = _mm256_blend_epi32(c0[v], _mm256_slli_epi64(c1[v], 32), 0xAA);
+      const __m256i w23 = _mm256_blend_epi32(c2[v], _mm256_slli_epi64(c3[v], 32), 0xAA);
+      const __m256i even = _mm256_unpacklo_epi64(w01, w23); // blocks 0 2
+      const __m256i odd = _mm256_unpackhi_epi64(w01, w23);  // blocks 1 3
+      auto* w = reinterpret_cast<__m256i*>(words + 4 * (b + 4 * v));
+      _mm256_storeu_si256(w, _mm256_permute2x128_si256(even, odd, 0x20));
+      _mm256_storeu_si256(w + 1, _mm256_permute2x128_si256(even, odd, 0x31));
+    }
+  }
 #else
   constexpr std::size_t lanes = code_chunk / 4;
   std::uint32_t c0[lanes], c1[lanes], c2[lanes], c3[lanes];
