@@ -4,8 +4,9 @@
 // The streaming fast paths of backend/cpu/detail/kernels.hpp (issue 7) against the per-element
 // definitions of compress/*.hpp, on inputs large and awkward enough to reach every branch of
 // them: long top-k rows (the sampled threshold), sign groups of several canonical chunks, NaN
-// and Inf in some groups only. Built twice by tests/CMakeLists.txt: with the default flags
-// (scalar/SSE2 paths) and with -march=native (AVX2/AVX-512/F16C paths).
+// and Inf in some groups only. Built by tests/CMakeLists.txt with the default flags
+// (scalar/SSE2 paths), with -march=native (AVX2/AVX-512/F16C paths) and, where that has
+// AVX-512, with -march=x86-64-v3 (the AVX2 paths).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -198,8 +199,9 @@ TEST_SUITE("compress") {
 
   TEST_CASE("quantize: decode of records no encoder writes (NaN with a payload, infinite, "
             "overflowing) equals the per-element definition") {
-    // A finite record's groups take decode_values' select-free loop, any other record the
-    // canonicalising one: each group below is decoded by one of them.
+    // Where decode_values decodes (builds without AVX-512, and AVX-512 ones for the last,
+    // partial group), a finite record's groups take its select-free loop and any other record
+    // the canonicalising one; AVX-512's decode64 canonicalises every group.
     const std::size_t n = 6 * 256 + 8;
     const std::vector<float> x = sample(n, 9);
     const float inf = std::numeric_limits<float>::infinity();

@@ -198,7 +198,9 @@ struct quantize {
   /// decode_value for a finite record, on the host: the same roundings without the NaN
   /// canonicalisation, which such a record never needs ((code - offset) * a and a + code * b
   /// overflow at worst to an infinity, never to a NaN). Without the select a loop of it
-  /// vectorizes to a multiply (and add) per value at any target flags.
+  /// vectorizes to a multiply (and add) per value at any target flags; the multiply and add
+  /// stay two roundings under the -ffp-contract=off of the commpress target, as in all
+  /// host-side code (core/math.hpp).
   static float decode_value_of_finite_record(quant_range r, unsigned b, std::uint32_t code,
                                              record rec) {
     if (r == quant_range::symmetric) {

@@ -50,7 +50,8 @@ inline constexpr auto compress_pattern8 = [] {
 /// v's lanes selected by `mask` (8 bits), moved to the front in order; the rest unspecified.
 inline __m256i compress8(unsigned mask, __m256i v) {
   return _mm256_permutevar8x32_epi32(
-      v, _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(compress_pattern8[mask]))));
+      v, _mm256_cvtepu8_epi32(
+             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(&compress_pattern8[mask]))));
 }
 #endif
 
