@@ -14,8 +14,10 @@
 #include <limits>
 #include <vector>
 
+#include "commpress/backend/cpu/detail/kernels.hpp"
 #include "commpress/feedback/ef.hpp"
 #include "commpress/feedback/loco.hpp"
+#include "commpress/format/bit_packing.hpp"
 #include "commpress/pipeline/pipeline.hpp"
 
 namespace cp = commpress;
@@ -198,5 +200,65 @@ TEST_SUITE("feedback") {
     check_loco_int_fused<cp::store_int8>(1024);
     check_loco_int_fused<cp::store_int8>(128); // one storage block per quantizer block
     check_loco_int_fused<cp::store_int4>(256);
+  }
+
+  TEST_CASE("ef: the fused kernel keeps e where the fresh error or the rule's value is not "
+            "finite, and counts those elements") {
+    // sym_encode_error called directly: through the codecs |h - deQ| <= |h| and LoCo's rule is
+    // a convex combination, so a hold is rare there. Here a negative scale makes h - deQ
+    // overflow for the large h, and the rule 2e + fresh overflows for the large e, in every
+    // 64-element vector step and in the portable tail.
+    constexpr std::size_t m = 200; // three vector steps and a tail of 8
+    const auto key = cp::make_rng_key(3, 3);
+    std::vector<std::uint32_t> words(m);
+    for (std::size_t i = 0; i < m; ++i)
+      words[i] = cp::random_u32(key, 1, i);
+    const auto check = [&]<unsigned B, bool Stochastic>() {
+      for (const cp::detail::error_update rule :
+           {cp::detail::error_update{0.0f, 1.0f}, cp::detail::error_update{2.0f, 1.0f}})
+        for (bool bounded : {true, false}) {
+          CAPTURE(B);
+          CAPTURE(Stochastic);
+          CAPTURE(rule.keep);
+          CAPTURE(bounded);
+          // bounded promises |h| < 2^126: then only the rule can overflow.
+          const float big = bounded ? 1.0f : 3.0e38f;
+          std::vector<float> h(m), e(m);
+          for (std::size_t i = 0; i < m; ++i) {
+            const float u = cp::uniform_from_bits(cp::random_u32(key, 0, i)) - 0.5f;
+            h[i] = i % 5 == 0 ? std::copysign(big, u) : u;
+            e[i] = i % 7 == 0 ? std::copysign(3.0e38f, -u) : 0.25f * u;
+          }
+          const float qmax = static_cast<float>((1u << (B - 1)) - 1);
+          const float inv = qmax / big;
+          const float scale = -big / qmax;
+          std::vector<unsigned char> out(m / 8 * B);
+          const std::vector<float> h0 = h;
+          std::vector<float> e_ref = e;
+          const std::uint32_t held = cp::cpu::detail::sym_encode_error<B, Stochastic>(
+              h.data(), m, inv, scale, words.data(), out.data(), rule, bounded, e.data());
+          std::size_t want = 0, want_in_vector_steps = 0, mismatches = 0;
+          for (std::size_t i = 0; i < m; ++i) {
+            const int code =
+                static_cast<int>(cp::detail::unpack_one(out.data(), i, B)) - static_cast<int>(qmax);
+            const float fresh =
+                cp::detail::sub_rn(h0[i], cp::detail::mul_rn(static_cast<float>(code), scale));
+            const bool hold = rule(fresh, e_ref[i]);
+            want += hold ? 1u : 0u;
+            want_in_vector_steps += hold && i < 192 ? 1u : 0u;
+            mismatches += std::memcmp(&e[i], &e_ref[i], 4) != 0 ? 1u : 0u;
+          }
+          CHECK(held == want);
+          CHECK(mismatches == 0);
+          if (bounded && rule.keep == 0.0f)
+            CHECK(want == 0);
+          else
+            CHECK(want_in_vector_steps > 0);
+        }
+    };
+    check.template operator()<2, false>();
+    check.template operator()<4, false>();
+    check.template operator()<8, false>();
+    check.template operator()<4, true>();
   }
 }

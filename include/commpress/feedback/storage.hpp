@@ -248,7 +248,6 @@ private:
   /// a half-integer, it rounds to the same integer. Only a block with such a product (about
   /// one element in 8000) runs the division.
   static void quantize_block(const float* x, std::uint64_t count, float scale, std::int8_t* q) {
-    constexpr float magic = 12582912.0f; // 1.5 * 2^23, as in round_half_even
     const auto code = [](float v) {
       v = v > -S::qmax ? v : -S::qmax; // detail::max / min, as max and min instructions
       v = v < S::qmax ? v : S::qmax;
@@ -260,7 +259,7 @@ private:
         return;
     }
     for (std::uint64_t j = 0; j < count; ++j)
-      q[j] = code((x[j] / scale + magic) - magic);
+      q[j] = code((x[j] / scale + cpu::detail::round_magic) - cpu::detail::round_magic);
   }
 
   /// Writes codes q[0..count) of elements first.. (first even): bytes, or nibble pairs.

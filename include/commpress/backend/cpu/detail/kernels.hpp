@@ -22,6 +22,7 @@
 ///   requests keep flowing across 4 KiB pages and while a block is being coded.
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -49,6 +50,10 @@ using commpress::detail::error_update;
 
 /// Elements per chunk of the code kernels: their byte buffers stay in L1.
 inline constexpr std::size_t code_chunk = 256;
+
+/// 1.5 * 2^23: (y + round_magic) - round_magic is round_half_even(y) for |y| < 2^22, the form
+/// every code kernel below uses, so that it vectorizes (core/math.hpp).
+inline constexpr float round_magic = 12582912.0f;
 
 /// How far ahead of the element being read the streaming kernels prefetch: 2048 floats
 /// (8 KiB, two pages). Each kernel asks for one cache line per 16 elements it reads, so the
@@ -182,10 +187,9 @@ template <unsigned B, bool Asym>
 COMMPRESS_FORCEINLINE void codes_nearest(const float* COMMPRESS_RESTRICT x, std::size_t m,
                                          float inv, float lo,
                                          std::uint8_t* COMMPRESS_RESTRICT codes) {
-  constexpr float magic = 12582912.0f; // 1.5 * 2^23, as in round_half_even
   for (std::size_t i = 0; i < m; ++i) {
     const float y = Asym ? (x[i] - lo) * inv : x[i] * inv;
-    const float r = (y + magic) - magic;
+    const float r = (y + round_magic) - round_magic;
     float c = r + code_offset<B, Asym>;
     c = c > 0.0f ? c : 0.0f;
     c = c < code_top<B, Asym> ? c : code_top<B, Asym>;
@@ -202,10 +206,9 @@ COMMPRESS_FORCEINLINE void codes_stochastic(const float* COMMPRESS_RESTRICT x, s
                                             float inv, float lo,
                                             const std::uint32_t* COMMPRESS_RESTRICT words,
                                             std::uint8_t* COMMPRESS_RESTRICT codes) {
-  constexpr float magic = 12582912.0f;
   for (std::size_t i = 0; i < m; ++i) {
     const float y = Asym ? (x[i] - lo) * inv : x[i] * inv;
-    const float r = (y + magic) - magic;
+    const float r = (y + round_magic) - round_magic;
     const float f = select_bits(r > y, r - 1.0f, r);
     const float u =
         static_cast<float>(static_cast<std::int32_t>(words[i] >> 8)) * 5.9604644775390625e-08f;
@@ -289,8 +292,11 @@ COMMPRESS_FORCEINLINE void unpack_codes(const unsigned char* COMMPRESS_RESTRICT 
 #endif
 COMMPRESS_AVX512_BEGIN
 
-/// Whether the AVX-512 code kernels below serve a code width.
-template <unsigned B> inline constexpr bool avx512_codes = B == 8 || B == 4 || B == 2;
+/// The code kernels encode64, decode64 and sym_encode_error64 exist (AVX-512 or AVX2), for the
+/// code widths of simd_codes.
+#define COMMPRESS_CPU_CODES64 1
+/// Whether the code kernels below serve a code width.
+template <unsigned B> inline constexpr bool simd_codes = B == 8 || B == 4 || B == 2;
 
 /// The 64 codes of four vectors of 16 int32 codes (each in [0, 255]) as 64 bytes in element
 /// order: packus works within 128-bit lanes, the permute restores the order.
@@ -351,7 +357,7 @@ template <unsigned B, bool Asym> COMMPRESS_FORCEINLINE __m512i clamped_code16(__
 /// codes_nearest of 16 elements as int32 lanes: the same operations in the same order.
 template <unsigned B, bool Asym>
 COMMPRESS_FORCEINLINE __m512i code16_nearest(const float* x, __m512 inv, __m512 lo) {
-  const __m512 magic = _mm512_set1_ps(12582912.0f);
+  const __m512 magic = _mm512_set1_ps(round_magic);
   const __m512 y = scaled16<Asym>(x, inv, lo);
   return clamped_code16<B, Asym>(_mm512_sub_ps(_mm512_add_ps(y, magic), magic));
 }
@@ -360,7 +366,7 @@ COMMPRESS_FORCEINLINE __m512i code16_nearest(const float* x, __m512 inv, __m512 
 template <unsigned B, bool Asym>
 COMMPRESS_FORCEINLINE __m512i code16_stochastic(const float* x, __m512 inv, __m512 lo,
                                                 const std::uint32_t* words) {
-  const __m512 magic = _mm512_set1_ps(12582912.0f);
+  const __m512 magic = _mm512_set1_ps(round_magic);
   const __m512 one = _mm512_set1_ps(1.0f);
   const __m512 y = scaled16<Asym>(x, inv, lo);
   const __m512 r = _mm512_sub_ps(_mm512_add_ps(y, magic), magic);
@@ -446,7 +452,7 @@ sym_encode_error64(const float* COMMPRESS_RESTRICT h, std::size_t m, float inv, 
         _mm512_storeu_ps(e + j, next);
       } else {
         _mm512_mask_storeu_ps(e + j, ok, next);
-        held += static_cast<std::uint32_t>(16 - __builtin_popcount(ok));
+        held += static_cast<std::uint32_t>(16 - std::popcount(static_cast<unsigned>(ok)));
       }
     }
   }
@@ -495,6 +501,230 @@ COMMPRESS_FORCEINLINE void decode64(const unsigned char* COMMPRESS_RESTRICT in, 
   }
 }
 COMMPRESS_AVX512_END
+#elif defined(__AVX2__)
+#define COMMPRESS_CPU_AVX2 1
+// The AVX-512 kernels above at half the width, for the CPUs without AVX-512 (AMD before Zen 4,
+// Intel client cores): the portable loops left 8-bit quantize at 2x a copy there, and the fused
+// error feedback at 4x (bench/README.md). The same operations in the same order, with
+// comparisons and blends where AVX-512 has masks. Each kernel takes 64 elements a step, as two
+// halves of 32, so the drivers below serve both widths.
+#define COMMPRESS_CPU_CODES64 1
+template <unsigned B> inline constexpr bool simd_codes = B == 8 || B == 4 || B == 2;
+
+/// The 32 codes of four vectors of 8 int32 codes (each in [0, 255]) as 32 bytes in element
+/// order: the packs work within 128-bit lanes, the permute restores the order.
+COMMPRESS_FORCEINLINE __m256i codes_to_bytes(__m256i c0, __m256i c1, __m256i c2, __m256i c3) {
+  const __m256i bytes =
+      _mm256_packus_epi16(_mm256_packus_epi32(c0, c1), _mm256_packus_epi32(c2, c3));
+  return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/// Packs 32 byte codes (each < 2^B) into 4 * B bytes at out (format/bit_packing.hpp layout).
+template <unsigned B> COMMPRESS_FORCEINLINE void store_packed32(__m256i bytes, unsigned char* out) {
+  if constexpr (B == 8) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), bytes);
+  } else if constexpr (B == 4) { // byte j = c[2j] | c[2j + 1] << 4, the low byte of word j
+    const __m256i pairs = _mm256_and_si256(_mm256_or_si256(bytes, _mm256_srli_epi16(bytes, 4)),
+                                           _mm256_set1_epi16(0x00ff));
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(out),
+        _mm_packus_epi16(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1)));
+  } else { // B == 2: byte j = c[4j] | c[4j + 1] << 2 | c[4j + 2] << 4 | c[4j + 3] << 6
+    const __m256i t = _mm256_or_si256(bytes, _mm256_srli_epi32(bytes, 6));
+    const __m256i quads = _mm256_or_si256(t, _mm256_srli_epi32(t, 12));
+    // The low byte of each dword into the lane's first dword, then the two lanes' together.
+    const __m256i low = _mm256_shuffle_epi8(
+        quads, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4,
+                                8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+    _mm_storel_epi64(
+        reinterpret_cast<__m128i*>(out),
+        _mm_unpacklo_epi32(_mm256_castsi256_si128(low), _mm256_extracti128_si256(low, 1)));
+  }
+}
+
+/// 32 byte codes (element order) from the 4 * B packed bytes at in.
+template <unsigned B> COMMPRESS_FORCEINLINE __m256i load_packed32(const unsigned char* in) {
+  if constexpr (B == 8) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in));
+  } else if constexpr (B == 4) {
+    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+    // word j = byte j; its low nibble is element 2j, its high nibble element 2j + 1.
+    return _mm256_and_si256(_mm256_or_si256(w, _mm256_slli_epi16(w, 4)), _mm256_set1_epi16(0x0f0f));
+  } else {
+    const __m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in)));
+    const __m256i spread =
+        _mm256_or_si256(_mm256_or_si256(d, _mm256_slli_epi32(d, 6)),
+                        _mm256_or_si256(_mm256_slli_epi32(d, 12), _mm256_slli_epi32(d, 18)));
+    return _mm256_and_si256(spread, _mm256_set1_epi32(0x03030303));
+  }
+}
+
+/// y of 8 elements: x * inv, or (x - lo) * inv when Asym.
+template <bool Asym> COMMPRESS_FORCEINLINE __m256 scaled8(const float* x, __m256 inv, __m256 lo) {
+  const __m256 v = _mm256_loadu_ps(x);
+  return _mm256_mul_ps(Asym ? _mm256_sub_ps(v, lo) : v, inv);
+}
+
+/// Level q + offset clamped to [0, top] as int32 lanes (vmaxps / vminps return their second
+/// operand for NaN, as the scalar selects do).
+template <unsigned B, bool Asym> COMMPRESS_FORCEINLINE __m256i clamped_code8(__m256 q) {
+  __m256 c = _mm256_add_ps(q, _mm256_set1_ps(code_offset<B, Asym>));
+  c = _mm256_max_ps(c, _mm256_setzero_ps());
+  c = _mm256_min_ps(c, _mm256_set1_ps(code_top<B, Asym>));
+  return _mm256_cvttps_epi32(c);
+}
+
+/// codes_nearest of 8 elements as int32 lanes: the same operations in the same order.
+template <unsigned B, bool Asym>
+COMMPRESS_FORCEINLINE __m256i code8_nearest(const float* x, __m256 inv, __m256 lo) {
+  const __m256 magic = _mm256_set1_ps(round_magic);
+  const __m256 y = scaled8<Asym>(x, inv, lo);
+  return clamped_code8<B, Asym>(_mm256_sub_ps(_mm256_add_ps(y, magic), magic));
+}
+
+/// codes_stochastic of 8 elements with their 8 random words.
+template <unsigned B, bool Asym>
+COMMPRESS_FORCEINLINE __m256i code8_stochastic(const float* x, __m256 inv, __m256 lo,
+                                               const std::uint32_t* words) {
+  const __m256 magic = _mm256_set1_ps(round_magic);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 y = scaled8<Asym>(x, inv, lo);
+  const __m256 r = _mm256_sub_ps(_mm256_add_ps(y, magic), magic);
+  const __m256 f = _mm256_blendv_ps(r, _mm256_sub_ps(r, one), _mm256_cmp_ps(r, y, _CMP_GT_OQ));
+  const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(words));
+  const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w, 8)),
+                                 _mm256_set1_ps(5.9604644775390625e-08f));
+  return clamped_code8<B, Asym>(_mm256_blendv_ps(
+      f, _mm256_add_ps(f, one), _mm256_cmp_ps(u, _mm256_sub_ps(y, f), _CMP_LT_OQ)));
+}
+
+/// The codes of elements i .. i + 31 of x as four vectors of 8 int32 codes: codes_nearest, or
+/// with Stochastic codes_stochastic on words[i..i + 32); prefetch(i) and prefetch(i + 16).
+template <unsigned B, bool Asym, bool Stochastic>
+COMMPRESS_FORCEINLINE void codes32(const float* x, std::size_t i, __m256 inv, __m256 lo,
+                                   const std::uint32_t* words, prefetch_stream prefetch,
+                                   __m256i (&c)[4]) {
+  prefetch(i);
+  prefetch(i + 16);
+  for (unsigned q = 0; q < 4; ++q) {
+    if constexpr (Stochastic)
+      c[q] = code8_stochastic<B, Asym>(x + i + 8 * q, inv, lo, words + i + 8 * q);
+    else
+      c[q] = code8_nearest<B, Asym>(x + i + 8 * q, inv, lo);
+  }
+}
+
+/// The AVX-512 encode64 in steps of 32.
+template <unsigned B, bool Asym, bool Stochastic>
+COMMPRESS_FORCEINLINE void encode64(const float* COMMPRESS_RESTRICT x, std::size_t m, float inv,
+                                    float lo, const std::uint32_t* COMMPRESS_RESTRICT words,
+                                    unsigned char* COMMPRESS_RESTRICT out,
+                                    prefetch_stream prefetch) {
+  const __m256 vinv = _mm256_set1_ps(inv);
+  const __m256 vlo = _mm256_set1_ps(lo);
+  for (std::size_t i = 0; i < m; i += 32) {
+    __m256i c[4];
+    codes32<B, Asym, Stochastic>(x, i, vinv, vlo, words, prefetch, c);
+    store_packed32<B>(codes_to_bytes(c[0], c[1], c[2], c[3]), out + i / 8 * B);
+  }
+}
+
+/// The lanes of v that hold a finite float, as all-ones lanes.
+COMMPRESS_FORCEINLINE __m256i finite_lanes(__m256 v) {
+  return _mm256_cmpgt_epi32(
+      _mm256_set1_epi32(0x7f800000),
+      _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7fffffff)));
+}
+
+/// The AVX-512 sym_encode_error64 in steps of 32; an element that holds its e gets its old
+/// value back by a blend (a masked store, vmaskmovps, is slow on AMD cores).
+template <unsigned B, bool Stochastic, bool Replace, bool CheckFresh>
+COMMPRESS_FORCEINLINE std::uint32_t
+sym_encode_error64(const float* COMMPRESS_RESTRICT h, std::size_t m, float inv, float scale,
+                   const std::uint32_t* COMMPRESS_RESTRICT words,
+                   unsigned char* COMMPRESS_RESTRICT out, error_update rule,
+                   float* COMMPRESS_RESTRICT e, prefetch_stream prefetch) {
+  const __m256 vinv = _mm256_set1_ps(inv);
+  const __m256i offset = _mm256_set1_epi32((1 << (B - 1)) - 1);
+  const __m256 vscale = _mm256_set1_ps(scale);
+  const __m256 keep = _mm256_set1_ps(rule.keep);
+  const __m256 take = _mm256_set1_ps(rule.take);
+  std::uint32_t held = 0;
+  for (std::size_t i = 0; i < m; i += 32) {
+    __m256i c[4];
+    codes32<B, false, Stochastic>(h, i, vinv, _mm256_setzero_ps(), words, prefetch, c);
+    store_packed32<B>(codes_to_bytes(c[0], c[1], c[2], c[3]), out + i / 8 * B);
+    for (unsigned q = 0; q < 4; ++q) {
+      const std::size_t j = i + 8 * q;
+      const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(c[q], offset)), vscale);
+      const __m256 fresh = _mm256_sub_ps(_mm256_loadu_ps(h + j), v);
+      if constexpr (Replace && !CheckFresh) {
+        _mm256_storeu_ps(e + j, fresh);
+        continue;
+      }
+      const __m256 old = _mm256_loadu_ps(e + j);
+      __m256 next = fresh;
+      __m256i ok = CheckFresh ? finite_lanes(fresh) : _mm256_set1_epi32(-1);
+      if constexpr (!Replace) {
+        next = _mm256_add_ps(_mm256_mul_ps(keep, old), _mm256_mul_ps(take, fresh));
+        ok = _mm256_and_si256(ok, finite_lanes(next));
+      }
+      const __m256 okf = _mm256_castsi256_ps(ok);
+      _mm256_storeu_ps(e + j, _mm256_blendv_ps(old, next, okf));
+      held += static_cast<std::uint32_t>(
+          8 - std::popcount(static_cast<unsigned>(_mm256_movemask_ps(okf))));
+    }
+  }
+  return held;
+}
+
+/// v with every NaN lane replaced by the canonical NaN (canonical_nan16's reason).
+COMMPRESS_FORCEINLINE __m256 canonical_nan8(__m256 v) {
+  return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)),
+                          _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
+/// The AVX-512 decode64 in steps of 32 (Stream: out 32-byte aligned).
+template <unsigned B, bool Asym, bool Accumulate, bool Stream>
+COMMPRESS_FORCEINLINE void decode64(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m,
+                                    float a, float b, float weight, float* COMMPRESS_RESTRICT out,
+                                    prefetch_stream prefetch) {
+  const __m256i offset = _mm256_set1_epi32(static_cast<int>(code_offset<B, Asym>));
+  const __m256 va = _mm256_set1_ps(a);
+  const __m256 vb = _mm256_set1_ps(b);
+  const __m256 vweight = _mm256_set1_ps(weight);
+  const auto eight = [&](__m128i bytes, float* o) { // the codes in the low 8 bytes
+    const __m256i code = _mm256_cvtepu8_epi32(bytes);
+    __m256 v = Asym ? _mm256_add_ps(va, _mm256_mul_ps(_mm256_cvtepi32_ps(code), vb))
+                    : _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(code, offset)), va);
+    if constexpr (Accumulate)
+      v = _mm256_add_ps(_mm256_loadu_ps(o), _mm256_mul_ps(vweight, v));
+    v = canonical_nan8(v);
+    if constexpr (Stream)
+      _mm256_stream_ps(o, v);
+    else
+      _mm256_storeu_ps(o, v);
+  };
+  for (std::size_t i = 0; i < m; i += 32) {
+    prefetch(i);
+    prefetch(i + 16);
+    const __m256i bytes = load_packed32<B>(in + i / 8 * B);
+    const __m128i lo = _mm256_castsi256_si128(bytes);
+    const __m128i hi = _mm256_extracti128_si256(bytes, 1);
+    eight(lo, out + i);
+    eight(_mm_srli_si128(lo, 8), out + i + 8);
+    eight(hi, out + i + 16);
+    eight(_mm_srli_si128(hi, 8), out + i + 24);
+  }
+}
+
+/// The largest of the eight uint32 lanes of v.
+COMMPRESS_FORCEINLINE std::uint32_t reduce_max_epu32(__m256i v) {
+  __m128i m = _mm_max_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  m = _mm_max_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+  m = _mm_max_epu32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+  return static_cast<std::uint32_t>(_mm_cvtsi128_si32(m));
+}
 #endif
 
 /// Outputs at least this large are written with non-temporal stores where a kernel can: far
@@ -688,13 +918,12 @@ COMMPRESS_FORCEINLINE void accumulate_values(const std::uint8_t* COMMPRESS_RESTR
 /// |x[i] * inv| < 2^22; max and min return their second operand for NaN, as the selects do.
 inline std::uint32_t int_codes(const float* COMMPRESS_RESTRICT x, std::size_t m, float inv,
                                float qmax, std::int8_t* COMMPRESS_RESTRICT q) {
-  constexpr float magic = 12582912.0f;
   std::size_t i = 0;
   std::uint32_t farthest = 0;
 #if defined(COMMPRESS_CPU_AVX512)
   COMMPRESS_AVX512_BEGIN
   const __m512 vinv = _mm512_set1_ps(inv);
-  const __m512 vmagic = _mm512_set1_ps(magic);
+  const __m512 vmagic = _mm512_set1_ps(round_magic);
   const __m512 hi = _mm512_set1_ps(qmax);
   const __m512 lo = _mm512_set1_ps(-qmax);
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
@@ -719,10 +948,34 @@ inline std::uint32_t int_codes(const float* COMMPRESS_RESTRICT x, std::size_t m,
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(code16(x + i)));
   farthest = _mm512_reduce_max_epu32(far);
   COMMPRESS_AVX512_END
+#elif defined(COMMPRESS_CPU_AVX2)
+  const __m256 vinv = _mm256_set1_ps(inv);
+  const __m256 vmagic = _mm256_set1_ps(round_magic);
+  const __m256 hi = _mm256_set1_ps(qmax);
+  const __m256 lo = _mm256_set1_ps(-qmax);
+  const __m256i magnitude = _mm256_set1_epi32(0x7fffffff);
+  __m256i far = _mm256_setzero_si256();
+  const auto code8 = [&](const float* v) { // 8 codes as int32 lanes, far updated
+    const __m256 y = _mm256_mul_ps(_mm256_loadu_ps(v), vinv);
+    const __m256 r = _mm256_sub_ps(_mm256_add_ps(y, vmagic), vmagic);
+    const __m256i d = _mm256_and_si256(_mm256_castps_si256(_mm256_sub_ps(y, r)), magnitude);
+    far = _mm256_max_epu32(far, d);
+    return _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+  };
+  for (; i + 32 <= m; i += 32) { // the codes fit int8, so the saturating packs are exact
+    const __m256i c0 = code8(x + i), c1 = code8(x + i + 8);
+    const __m256i c2 = code8(x + i + 16), c3 = code8(x + i + 24);
+    const __m256i bytes =
+        _mm256_packs_epi16(_mm256_packs_epi32(c0, c1), _mm256_packs_epi32(c2, c3));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(q + i),
+        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+  farthest = reduce_max_epu32(far);
 #endif
   for (; i < m; ++i) {
     const float y = x[i] * inv;
-    const float r = (y + magic) - magic;
+    const float r = (y + round_magic) - round_magic;
     const std::uint32_t d = commpress::detail::float_to_bits(y - r) & 0x7fffffffu;
     farthest = d > farthest ? d : farthest;
     float c = r > -qmax ? r : -qmax;
@@ -746,6 +999,13 @@ inline void int8_values(const std::int8_t* COMMPRESS_RESTRICT q, std::size_t m, 
     _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_cvtepi32_ps(c), vscale));
   }
   COMMPRESS_AVX512_END
+#elif defined(COMMPRESS_CPU_AVX2)
+  const __m256 vscale = _mm256_set1_ps(scale);
+  for (; i + 8 <= m; i += 8) {
+    const __m256i c =
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i)));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_cvtepi32_ps(c), vscale));
+  }
 #endif
   for (; i < m; ++i)
     out[i] = static_cast<float>(q[i]) * scale;
@@ -753,15 +1013,15 @@ inline void int8_values(const std::int8_t* COMMPRESS_RESTRICT q, std::size_t m, 
 
 /// Codes of m elements (m a multiple of 8, at most code_chunk) packed at out: codes_nearest,
 /// or with Stochastic codes_stochastic on words[0..m), then pack_codes. prefetch(i) once per 16
-/// elements where the AVX-512 kernel runs.
+/// elements where the AVX-512 or AVX2 kernel runs.
 template <unsigned B, bool Asym, bool Stochastic>
 COMMPRESS_FORCEINLINE void encode_codes(const float* COMMPRESS_RESTRICT x, std::size_t m, float inv,
                                         float lo, const std::uint32_t* COMMPRESS_RESTRICT words,
                                         unsigned char* COMMPRESS_RESTRICT out,
                                         prefetch_stream prefetch = {}) {
   std::size_t i = 0;
-#if defined(COMMPRESS_CPU_AVX512)
-  if constexpr (avx512_codes<B>) {
+#if defined(COMMPRESS_CPU_CODES64)
+  if constexpr (simd_codes<B>) {
     i = m / 64 * 64;
     encode64<B, Asym, Stochastic>(x, i, inv, lo, words, out, prefetch);
     if (i == m)
@@ -780,14 +1040,15 @@ COMMPRESS_FORCEINLINE void encode_codes(const float* COMMPRESS_RESTRICT x, std::
 
 /// Decodes m codes (m a multiple of 8) packed at in, in a group with record {a, b}: out = deQ,
 /// or out += weight * deQ when Accumulate (decode_values / accumulate_values). Stream: see
-/// decode64; the caller fences. prefetch(i) once per 16 elements where the AVX-512 kernel runs.
+/// decode64; the caller fences. prefetch(i) once per 16 elements where the AVX-512 or AVX2
+/// kernel runs.
 template <unsigned B, bool Asym, bool Accumulate, bool Stream>
 COMMPRESS_FORCEINLINE void
 decode_packed(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m, float a, float b,
               float weight, float* COMMPRESS_RESTRICT out, prefetch_stream prefetch = {}) {
   std::size_t i = 0;
-#if defined(COMMPRESS_CPU_AVX512)
-  if constexpr (avx512_codes<B>) {
+#if defined(COMMPRESS_CPU_CODES64)
+  if constexpr (simd_codes<B>) {
     i = m / 64 * 64;
     decode64<B, Asym, Accumulate, Stream>(in, i, a, b, weight, out, prefetch);
   }
@@ -808,7 +1069,7 @@ decode_packed(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m, float a
 /// Symmetric encode_codes fused with the state update: folds the fresh error h + (-1) * deQ, as
 /// accumulate_values with weight -1 computes it, into e by `rule` (error feedback's or LoCo's
 /// step, fused). Returns how many elements held their e. `bounded`: every |h| is below 2^126,
-/// so |h - deQ| < 2^127 and the fresh error is finite without a check. Past the AVX-512 kernel,
+/// so |h - deQ| < 2^127 and the fresh error is finite without a check. Past the vector kernel,
 /// the codes are packed and read back by the portable loops, and h is overwritten with the
 /// fresh error.
 template <unsigned B, bool Stochastic>
@@ -819,8 +1080,8 @@ sym_encode_error(float* COMMPRESS_RESTRICT h, std::size_t m, float inv, float sc
                  float* COMMPRESS_RESTRICT e, prefetch_stream prefetch = {}) {
   std::size_t i = 0;
   std::uint32_t held = 0;
-#if defined(COMMPRESS_CPU_AVX512)
-  if constexpr (avx512_codes<B>) {
+#if defined(COMMPRESS_CPU_CODES64)
+  if constexpr (simd_codes<B>) {
     i = m / 64 * 64;
     const bool replace = rule.keep == 0.0f;
     if (replace && bounded)
@@ -891,6 +1152,31 @@ COMMPRESS_FORCEINLINE screened_sum add_screened(const float* COMMPRESS_RESTRICT 
     for (std::size_t i = 0; i < j; ++i)
       nonfinite += (commpress::detail::float_to_bits(g[i]) & 0x7fffffffu) >= 0x7f800000u ? 1u : 0u;
   COMMPRESS_AVX512_END
+#elif defined(COMMPRESS_CPU_AVX2)
+  const __m256i magnitude = _mm256_set1_epi32(0x7fffffff);
+  const __m256i max_finite = _mm256_set1_epi32(0x7f7fffff);
+  __m256i most = _mm256_setzero_si256();
+  __m256i any_nonfinite = _mm256_setzero_si256();
+  for (; j + 16 <= m; j += 16) {
+    prefetch(j);
+    for (std::size_t k = j; k < j + 16; k += 8) {
+      __m256 gv = _mm256_loadu_ps(g + k);
+      if constexpr (Zero) {
+        const __m256i nf =
+            _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(gv), magnitude), max_finite);
+        gv = _mm256_andnot_ps(_mm256_castsi256_ps(nf), gv);
+        any_nonfinite = _mm256_or_si256(any_nonfinite, nf);
+      }
+      const __m256 hv = _mm256_add_ps(gv, _mm256_loadu_ps(e + k));
+      _mm256_storeu_ps(h + k, hv);
+      most = _mm256_max_epu32(most, _mm256_and_si256(_mm256_castps_si256(hv), magnitude));
+    }
+  }
+  const std::uint32_t vector_max = reduce_max_epu32(most);
+  // Counted only when there is something to count (the AVX-512 loop's reason).
+  if (Zero ? !_mm256_testz_si256(any_nonfinite, any_nonfinite) : vector_max >= 0x7f800000u)
+    for (std::size_t i = 0; i < j; ++i)
+      nonfinite += (commpress::detail::float_to_bits(g[i]) & 0x7fffffffu) >= 0x7f800000u ? 1u : 0u;
 #else
   (void)prefetch;
   constexpr std::uint32_t vector_max = 0;
@@ -909,7 +1195,7 @@ COMMPRESS_FORCEINLINE screened_sum add_screened(const float* COMMPRESS_RESTRICT 
 
 /// Makes non-temporal stores visible before the kernel returns.
 COMMPRESS_FORCEINLINE void streaming_store_fence() {
-#if defined(COMMPRESS_CPU_AVX512)
+#if defined(COMMPRESS_CPU_CODES64)
   _mm_sfence();
 #endif
 }
@@ -1004,9 +1290,9 @@ double sign_group(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
 /// the screened value (Zero: NaN/Inf become 0). Returns the number of NaN/Inf inputs. The bf16
 /// rounding is integer arithmetic and vectorizes as written; fp16 uses F16C's vcvtps2ph when
 /// the flags enable it (IEEE round-to-nearest-even, the same as float_bits_to_half_bits except
-/// for NaN, which is patched to 0x7fff). prefetch(i) once per 16 elements where the AVX-512 loop
-/// runs. Not inlined: inside encode() GCC 12 loses the restrict qualifiers and runs the scalar
-/// version of the bf16 loop.
+/// for NaN, which is patched to 0x7fff). prefetch(i) once per 16 elements where the AVX-512 or
+/// AVX2 loops run. Not inlined: inside encode() GCC 12 loses the restrict qualifiers and runs the
+/// scalar version of the bf16 loop.
 #if defined(COMMPRESS_CPU_AVX512)
 COMMPRESS_AVX512_BEGIN
 /// The 16 codes of x[0..16) (the AVX-512 body of cast_encode); adds their NaN/Inf count to bad.
@@ -1018,7 +1304,7 @@ COMMPRESS_FORCEINLINE __m256i cast_code16(const float* x, std::size_t& bad) {
   const __m512i a = _mm512_and_si512(u, abs_mask);
   const __mmask16 nf = _mm512_cmpge_epu32_mask(a, inf);
   const __mmask16 nan = Zero ? __mmask16{0} : _mm512_cmpgt_epu32_mask(a, inf);
-  bad += static_cast<std::size_t>(__builtin_popcount(nf));
+  bad += static_cast<std::size_t>(std::popcount(static_cast<unsigned>(nf)));
   if constexpr (Zero)
     u = _mm512_maskz_mov_epi32(static_cast<__mmask16>(~nf), u);
   __m256i code;
@@ -1049,6 +1335,33 @@ template <bool Bf16, bool Zero>
                         cast_code16<Bf16, Zero>(x + i, bad));
   }
   COMMPRESS_AVX512_END
+#elif defined(COMMPRESS_CPU_AVX2)
+  if constexpr (Bf16) { // cast_code16's operations, eight lanes at a time
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+    const __m256i max_finite = _mm256_set1_epi32(0x7f7fffff);
+    const __m256i inf = _mm256_set1_epi32(0x7f800000);
+    const auto code8 = [&](const float* v) { // 8 codes in the low halves of int32 lanes
+      __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v));
+      const __m256i a = _mm256_and_si256(u, abs_mask);
+      const __m256i nf = _mm256_cmpgt_epi32(a, max_finite);
+      bad += static_cast<std::size_t>(
+          std::popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(nf)))));
+      if constexpr (Zero)
+        u = _mm256_andnot_si256(nf, u);
+      const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+      const __m256i r = _mm256_srli_epi32(
+          _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+      if constexpr (Zero)
+        return r;
+      return _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fff), _mm256_cmpgt_epi32(a, inf));
+    };
+    for (; i + 16 <= n; i += 16) {
+      prefetch(i);
+      const __m256i codes = _mm256_packus_epi32(code8(x + i), code8(x + i + 8));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * i),
+                          _mm256_permute4x64_epi64(codes, _MM_SHUFFLE(3, 1, 2, 0)));
+    }
+  }
 #else
   (void)prefetch;
 #endif
@@ -1059,11 +1372,15 @@ template <bool Bf16, bool Zero>
     const __m256i inf = _mm256_set1_epi32(0x7f800000);
     const __m128i canonical_nan = _mm_set1_epi16(0x7fff);
     for (; i + 8 <= n; i += 8) {
+#if !defined(COMMPRESS_CPU_AVX512)
+      if (i % 16 == 0)
+        prefetch(i);
+#endif
       __m256 v = _mm256_loadu_ps(x + i);
       const __m256i a = _mm256_and_si256(_mm256_castps_si256(v), abs_mask);
       const __m256i nf = _mm256_cmpgt_epi32(a, max_finite);
       bad += static_cast<std::size_t>(
-          __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(nf)))));
+          std::popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(nf)))));
       if constexpr (Zero)
         v = _mm256_andnot_ps(_mm256_castsi256_ps(nf), v);
       __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
