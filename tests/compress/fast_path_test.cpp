@@ -27,6 +27,12 @@
 
 namespace cp = commpress;
 
+// The compress_avx2 tests (tests/CMakeLists.txt) exist to run the AVX2 kernels.
+#if defined(COMMPRESS_TEST_EXPECT_AVX2) &&                                                         \
+    (!defined(COMMPRESS_CPU_AVX2) || !defined(COMMPRESS_CPU_CODES64))
+#error "built for the AVX2 kernels, but kernels.hpp did not select them"
+#endif
+
 namespace {
 
 std::vector<float> sample(std::size_t n, std::uint32_t stream) {

@@ -98,24 +98,27 @@ template <class S> void check_int_storage(float qmax) {
   {
     // Exact ties whose product with the rounded 1 / scale falls just below the half-integer:
     // the quotient rounds to even, one up, so the block must take the division (int_codes
-    // reports how near a tie its products came). At the start, middle and end of the block.
+    // reports how near a tie its products came). At the start, middle and end of a block, and
+    // in the scalar tail of a short last block (40 = 32 + 8 elements).
     const float amax = qmax == 127.0f ? 0.25f : 0.75f;
     const float scale = amax / qmax;
     const float k = qmax == 127.0f ? 87.0f : 1.0f; // k + 1 is even
     const float x = (k + 0.5f) * scale;
     REQUIRE(x / scale == k + 0.5f);
     REQUIRE(x * (1.0f / scale) < k + 0.5f);
-    std::vector<float> near(block, 0.0f);
+    std::vector<float> near(block + 40, 0.0f);
     near[0] = amax;
-    for (std::size_t j : {std::size_t{1}, block / 2, block - 1})
+    near[block] = -amax;
+    for (std::size_t j : {std::size_t{1}, block / 2, block - 1, block + 37})
       near[j] = j % 2 != 0 ? x : -x;
-    cp::stored_rows<S> rows(1, block);
+    cp::stored_rows<S> rows(1, near.size());
     rows.store_row(0, near.data());
-    std::vector<float> back(block);
+    std::vector<float> back(near.size());
     rows.load_row(0, back.data());
     CHECK(back == int_storage_of(near, block, qmax));
     CHECK(back[1] == (k + 1.0f) * scale);
     CHECK(back[block - 1] == (k + 1.0f) * scale);
+    CHECK(back[block + 37] == (k + 1.0f) * scale);
   }
   {
     // A loss-scale change by an infinite factor: the scales become infinite (or NaN for an

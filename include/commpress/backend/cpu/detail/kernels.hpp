@@ -5,8 +5,9 @@
 /// @file
 /// Streaming inner loops of the CPU codecs, written so that the compiler vectorizes them for
 /// whatever the user's flags enable (SSE2 by default on x86-64, AVX2 / AVX-512 under -march,
-/// NEON on AArch64), with AVX-512 intrinsics only where no portable loop vectorizes (the top-k
-/// candidate compress).
+/// NEON on AArch64), with AVX-512 and AVX2 intrinsics where a portable loop does not vectorize
+/// well enough: the code kernels (codes, packing and the fused error update in one pass), the
+/// cast, Philox and the top-k candidate compress.
 ///
 /// Every kernel computes exactly the per-element expressions of compress/*.hpp, with the same
 /// roundings in the same order, so the bytes do not depend on which path ran (issue 7; the
@@ -200,7 +201,7 @@ COMMPRESS_FORCEINLINE void codes_nearest(const float* COMMPRESS_RESTRICT x, std:
 /// Stochastic-rounding codes: quantize::encode_stochastic with coder {inv, lo} and uniform
 /// u = uniform_from_bits(words[i]). Its two choices are select_bits: as `?:` GCC makes them
 /// branches that do not vectorize, and the one on random bits mispredicts half the time (where
-/// no AVX-512 kernel takes over, this loop took 18 ns/element that way).
+/// no AVX-512 or AVX2 kernel takes over, this loop took 18 ns/element that way).
 template <unsigned B, bool Asym>
 COMMPRESS_FORCEINLINE void codes_stochastic(const float* COMMPRESS_RESTRICT x, std::size_t m,
                                             float inv, float lo,
@@ -291,12 +292,6 @@ COMMPRESS_FORCEINLINE void unpack_codes(const unsigned char* COMMPRESS_RESTRICT 
 #define COMMPRESS_AVX512_END
 #endif
 COMMPRESS_AVX512_BEGIN
-
-/// The code kernels encode64, decode64 and sym_encode_error64 exist (AVX-512 or AVX2), for the
-/// code widths of simd_codes.
-#define COMMPRESS_CPU_CODES64 1
-/// Whether the code kernels below serve a code width.
-template <unsigned B> inline constexpr bool simd_codes = B == 8 || B == 4 || B == 2;
 
 /// The 64 codes of four vectors of 16 int32 codes (each in [0, 255]) as 64 bytes in element
 /// order: packus works within 128-bit lanes, the permute restores the order.
@@ -506,10 +501,10 @@ COMMPRESS_AVX512_END
 // The AVX-512 kernels above at half the width, for the CPUs without AVX-512 (AMD before Zen 4,
 // Intel client cores): the portable loops left 8-bit quantize at 2x a copy there, and the fused
 // error feedback at 4x (bench/README.md). The same operations in the same order, with
-// comparisons and blends where AVX-512 has masks. Each kernel takes 64 elements a step, as two
-// halves of 32, so the drivers below serve both widths.
-#define COMMPRESS_CPU_CODES64 1
-template <unsigned B> inline constexpr bool simd_codes = B == 8 || B == 4 || B == 2;
+// comparisons and blends where AVX-512 has masks. encode64, decode64 and sym_encode_error64
+// take m a multiple of 64, as the AVX-512 ones do, and work in steps of 32, so the drivers below
+// serve both widths. The numbers in the other names count lanes (scaled8: 8 floats) or
+// elements (codes32), not code bits.
 
 /// The 32 codes of four vectors of 8 int32 codes (each in [0, 255]) as 32 bytes in element
 /// order: the packs work within 128-bit lanes, the permute restores the order.
@@ -727,6 +722,14 @@ COMMPRESS_FORCEINLINE std::uint32_t reduce_max_epu32(__m256i v) {
 }
 #endif
 
+#if defined(COMMPRESS_CPU_AVX512) || defined(COMMPRESS_CPU_AVX2)
+/// The code kernels encode64, decode64 and sym_encode_error64 exist, for the code widths of
+/// simd_codes.
+#define COMMPRESS_CPU_CODES64 1
+/// Whether the code kernels serve a code width.
+template <unsigned B> inline constexpr bool simd_codes = B == 8 || B == 4 || B == 2;
+#endif
+
 /// Outputs at least this large are written with non-temporal stores where a kernel can: far
 /// beyond any core's L2, and larger than the consumer could find in cache anyway (glibc's
 /// memcpy switches at a similar size).
@@ -885,9 +888,10 @@ inline constexpr quant_range range_of = Asym ? quant_range::asymmetric : quant_r
 
 /// Decoded values of m codes in a group with record {a, b}: quantize::decode_value, the
 /// per-element definition the CUDA kernels call too. A finite record (every group without a
-/// NaN or Inf) takes its select-free form: where this loop is the decode (builds without
-/// AVX-512) it took 8-bit decode from 0.5-0.6 to 0.35-0.5 ns/element, and the asymmetric range
-/// (two selects) to half.
+/// NaN or Inf) takes its select-free form. This loop is the decode in builds without AVX2 and
+/// for code widths other than 2, 4 and 8; in an AVX2 build before decode64 had an AVX2 kernel,
+/// the select-free form took 8-bit decode from 0.5-0.6 to 0.35-0.5 ns/element, and the
+/// asymmetric range (two selects) to half.
 template <unsigned B, bool Asym>
 COMMPRESS_FORCEINLINE void decode_values(const std::uint8_t* COMMPRESS_RESTRICT c, std::size_t m,
                                          float a, float b, float* COMMPRESS_RESTRICT out) {
