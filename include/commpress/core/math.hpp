@@ -91,11 +91,14 @@ COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE bool is_finite(float x) {
   return (float_to_bits(x) & 0x7f800000u) != 0x7f800000u;
 }
 
+/// 1.5 * 2^23: adding it pushes the fraction of any |y| < 2^22 out of the mantissa, so
+/// (y + round_magic) - round_magic is y rounded to the nearest integer, ties to even.
+inline constexpr float round_magic = 12582912.0f;
+
 /// Round to nearest, ties to even, for |y| < 2^22, without relying on the current rounding mode
-/// or on SSE4.1: adding 1.5 * 2^23 pushes the fraction out of the mantissa.
+/// or on SSE4.1 (round_magic).
 COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float round_half_even(float y) {
-  constexpr float magic = 12582912.0f; // 1.5 * 2^23
-  return sub_rn(add_rn(y, magic), magic);
+  return sub_rn(add_rn(y, round_magic), round_magic);
 }
 
 /// Largest integer-valued float <= y, for |y| < 2^22 (same trick as round_half_even).

@@ -259,7 +259,7 @@ private:
         return;
     }
     for (std::uint64_t j = 0; j < count; ++j)
-      q[j] = code((x[j] / scale + cpu::detail::round_magic) - cpu::detail::round_magic);
+      q[j] = code((x[j] / scale + detail::round_magic) - detail::round_magic);
   }
 
   /// Writes codes q[0..count) of elements first.. (first even): bytes, or nibble pairs.

@@ -48,13 +48,10 @@
 namespace commpress::cpu::detail {
 
 using commpress::detail::error_update;
+using commpress::detail::round_magic;
 
 /// Elements per chunk of the code kernels: their byte buffers stay in L1.
 inline constexpr std::size_t code_chunk = 256;
-
-/// 1.5 * 2^23: (y + round_magic) - round_magic is round_half_even(y) for |y| < 2^22, the form
-/// every code kernel below uses, so that it vectorizes (core/math.hpp).
-inline constexpr float round_magic = 12582912.0f;
 
 /// How far ahead of the element being read the streaming kernels prefetch: 2048 floats
 /// (8 KiB, two pages). Each kernel asks for one cache line per 16 elements it reads, so the
@@ -506,12 +503,18 @@ COMMPRESS_AVX512_END
 // serve both widths. The numbers in the other names count lanes (scaled8: 8 floats) or
 // elements (codes32), not code bits.
 
+/// The bytes of four vectors of 8 int32 lanes packed by two rounds of 256-bit packs, in element
+/// order: the packs work within 128-bit lanes, leaving the dwords as c0 low half, c1 low, c2
+/// low, c3 low, c0 high, ..., and the permute restores the order.
+COMMPRESS_FORCEINLINE __m256i packed_in_order(__m256i packed) {
+  return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 /// The 32 codes of four vectors of 8 int32 codes (each in [0, 255]) as 32 bytes in element
-/// order: the packs work within 128-bit lanes, the permute restores the order.
+/// order.
 COMMPRESS_FORCEINLINE __m256i codes_to_bytes(__m256i c0, __m256i c1, __m256i c2, __m256i c3) {
-  const __m256i bytes =
-      _mm256_packus_epi16(_mm256_packus_epi32(c0, c1), _mm256_packus_epi32(c2, c3));
-  return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  return packed_in_order(
+      _mm256_packus_epi16(_mm256_packus_epi32(c0, c1), _mm256_packus_epi32(c2, c3)));
 }
 
 /// Packs 32 byte codes (each < 2^B) into 4 * B bytes at out (format/bit_packing.hpp layout).
@@ -969,11 +972,9 @@ inline std::uint32_t int_codes(const float* COMMPRESS_RESTRICT x, std::size_t m,
   for (; i + 32 <= m; i += 32) { // the codes fit int8, so the saturating packs are exact
     const __m256i c0 = code8(x + i), c1 = code8(x + i + 8);
     const __m256i c2 = code8(x + i + 16), c3 = code8(x + i + 24);
-    const __m256i bytes =
-        _mm256_packs_epi16(_mm256_packs_epi32(c0, c1), _mm256_packs_epi32(c2, c3));
-    _mm256_storeu_si256(
-        reinterpret_cast<__m256i*>(q + i),
-        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i),
+                        packed_in_order(_mm256_packs_epi16(_mm256_packs_epi32(c0, c1),
+                                                           _mm256_packs_epi32(c2, c3))));
   }
   farthest = reduce_max_epu32(far);
 #endif
@@ -1150,11 +1151,7 @@ COMMPRESS_FORCEINLINE screened_sum add_screened(const float* COMMPRESS_RESTRICT 
     most = _mm512_max_epu32(most, _mm512_and_si512(_mm512_castps_si512(hv), magnitude));
   }
   const std::uint32_t vector_max = _mm512_reduce_max_epu32(most);
-  // Counted only when there is something to count: without Zero, a NaN or Inf g makes its h
-  // non-finite, so a finite vector_max proves there is none.
-  if (Zero ? any_nonfinite != 0 : vector_max >= 0x7f800000u)
-    for (std::size_t i = 0; i < j; ++i)
-      nonfinite += (commpress::detail::float_to_bits(g[i]) & 0x7fffffffu) >= 0x7f800000u ? 1u : 0u;
+  const bool vector_nonfinite = Zero ? any_nonfinite != 0 : vector_max >= 0x7f800000u;
   COMMPRESS_AVX512_END
 #elif defined(COMMPRESS_CPU_AVX2)
   const __m256i magnitude = _mm256_set1_epi32(0x7fffffff);
@@ -1177,14 +1174,18 @@ COMMPRESS_FORCEINLINE screened_sum add_screened(const float* COMMPRESS_RESTRICT 
     }
   }
   const std::uint32_t vector_max = reduce_max_epu32(most);
-  // Counted only when there is something to count (the AVX-512 loop's reason).
-  if (Zero ? !_mm256_testz_si256(any_nonfinite, any_nonfinite) : vector_max >= 0x7f800000u)
-    for (std::size_t i = 0; i < j; ++i)
-      nonfinite += (commpress::detail::float_to_bits(g[i]) & 0x7fffffffu) >= 0x7f800000u ? 1u : 0u;
+  const bool vector_nonfinite =
+      Zero ? !_mm256_testz_si256(any_nonfinite, any_nonfinite) : vector_max >= 0x7f800000u;
 #else
   (void)prefetch;
   constexpr std::uint32_t vector_max = 0;
+  constexpr bool vector_nonfinite = false;
 #endif
+  // The vector loops count NaN/Inf g only when there is something to count: without Zero, a
+  // NaN or Inf g makes its h non-finite, so a finite vector_max proves there is none.
+  if (vector_nonfinite)
+    for (std::size_t i = 0; i < j; ++i)
+      nonfinite += (commpress::detail::float_to_bits(g[i]) & 0x7fffffffu) >= 0x7f800000u ? 1u : 0u;
   const std::size_t rest = j;
   for (; j < m; ++j) {
     std::uint32_t bits;
