@@ -12,9 +12,11 @@ separated by ';', e.g. `kernel/copy<=0.80` or `nth_element/kernel>=15`. Rows who
 
 A benchmark in a later file replaces the one of the same name in an earlier file (rerun rows).
 
-`floor/copy` is the row's traffic floor (the bytes the kernel must move, streamed with nothing
-computed; `floor_ref` in the benchmark) over the copy: a goal below it is below this machine's
-memory roofline.
+`floor/base` is the row's floor over the baseline of its first kernel goal (the copy, or the
+nearest-rounding kernel for a stochastic row): a goal below it cannot be met on this machine.
+For memory-bound rows the floor is the traffic the kernel must move, streamed with nothing
+computed (`floor_ref` in the benchmark), i.e. the memory roofline; for stochastic rows it is
+the Philox words alone (`random_words_ref`), the compute the kernel cannot avoid.
 
 Exit status 0 always: the table is a report, not a gate (the 2-vCPU VM is too noisy, perf.md C3).
 """
@@ -71,6 +73,15 @@ def evaluate(group):
     return kernel, copy, checks
 
 
+def floor_base(group):
+    """The baseline of the row's first `kernel/<base>` goal; the copy when it has none."""
+    for clause in filter(None, group[0].get("label", "").split(";")):
+        m = GOAL.match(clause)
+        if m and m.group(1) == "kernel":
+            return m.group(2)
+    return "copy"
+
+
 def main(argv):
     markdown = "--markdown" in argv
     paths = [a for a in argv if not a.startswith("--")]
@@ -81,13 +92,14 @@ def main(argv):
     print(f"# host {context.get('host_name', '?')}, {context.get('num_cpus', '?')} CPUs, "
           f"{context.get('mhz_per_cpu', '?')} MHz; {context.get('page_policy', '?')}; "
           f"n = {context.get('elements', '?')}")
-    header = ["operation", "kernel ns/elt", "copy ns/elt", "floor/copy", "ratio", "measured",
+    header = ["operation", "kernel ns/elt", "copy ns/elt", "floor/base", "ratio", "measured",
               "goal", "pass"]
     lines = []
     for name, group in rows_of(benches).items():
         kernel, copy, checks = evaluate(group)
-        floor = statistics.median(b["floor_ns"] / b["copy_ns"] for b in group) \
-            if all("floor_ns" in b and "copy_ns" in b for b in group) else None
+        base = floor_base(group)
+        floor = statistics.median(b["floor_ns"] / b[base + "_ns"] for b in group) \
+            if all("floor_ns" in b and base + "_ns" in b for b in group) else None
         seeds = f" (median of {len(group)} seeds)" if len(group) > 1 else ""
         for i, (what, ratio, goal, ok) in enumerate(checks or [("-", float("nan"), "-", True)]):
             lines.append([name + seeds if i == 0 else "", f"{kernel:.3f}" if i == 0 else "",

@@ -133,6 +133,24 @@ timed floor_ref(std::span<const std::byte> source, unsigned passes, std::size_t 
           }};
 }
 
+/// The compute floor of stochastic rounding: element i's random word, random_u32(key, step, i),
+/// for every element, from philox_words (the kernels' own Philox, into one L1 chunk), with
+/// nothing read or written. No stochastic kernel can run faster than its random words.
+timed random_words_ref(std::size_t n) {
+  return {"floor", [n] {
+            namespace detail = cp::cpu::detail;
+            alignas(64) std::uint32_t words[detail::code_chunk];
+            const cp::rng_key key = cp::make_rng_key(1, 3);
+            std::uint32_t fold = 0;
+            for (std::size_t i = 0; i < n; i += detail::code_chunk) {
+              const std::size_t m = n - i < detail::code_chunk ? n - i : detail::code_chunk;
+              detail::philox_words(key, 0, i / 4, (m + 3) / 4, words);
+              fold ^= words[m - 1];
+            }
+            benchmark::DoNotOptimize(fold);
+          }};
+}
+
 /// The same-process reference: an fp32 copy of the input (memcpy, as a user would write it).
 timed copy_ref(std::span<const float> x) {
   auto out = scratch_floats(copy_out, x.size());
@@ -229,9 +247,9 @@ void register_all() {
     add(base + "/stochastic", "kernel/nearest<=1.5", 11,
         [n, nearest, stochastic](benchmark::State& s) {
           const auto x = gaussian_input(n);
-          run_interleaved(
-              s, n,
-              {encode_fn("kernel", stochastic, x), encode_fn("nearest", nearest, x), copy_ref(x)});
+          run_interleaved(s, n,
+                          {encode_fn("kernel", stochastic, x), encode_fn("nearest", nearest, x),
+                           copy_ref(x), random_words_ref(n)});
         });
   }
 

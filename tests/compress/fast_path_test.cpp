@@ -90,7 +90,10 @@ TEST_SUITE("compress") {
     for (auto range : {cp::quant_range::symmetric, cp::quant_range::asymmetric})
       for (unsigned bits = range == cp::quant_range::symmetric ? 2 : 1; bits <= 8; ++bits)
         for (auto round : {cp::rounding::nearest, cp::rounding::stochastic})
-          for (std::uint32_t group : {0u, 128u, 1024u}) {
+          // Blocks shorter than the batch of encode_batch (its NaN and Inf groups at its start
+          // and in its middle), one of 100 elements (groups that start off a multiple of 8), and
+          // blocks of a batch each.
+          for (std::uint32_t group : {0u, 24u, 100u, 128u, 1024u}) {
             CAPTURE(range);
             CAPTURE(bits);
             CAPTURE(round);

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <span>
 #include <type_traits>
 
@@ -293,30 +294,38 @@ private:
       sink(i, unpack_one(codes, i, B));
   }
 
-  /// Group [begin, end) of an n-element fp32 tensor through the streaming kernels; false
-  /// (nothing written) when the group holds a NaN or Inf, which the element-wise path handles.
-  /// begin is a multiple of 8; a short tail goes through pack_run and `buf`.
-  template <unsigned B, quant_range R, bool S, class Progress>
-  static bool encode_fast(const float* x, std::size_t n, std::size_t begin, std::size_t end,
-                          uniform_stream& u, unsigned char* body, std::size_t g,
-                          unsigned char* codes, std::uint32_t (&buf)[8], Progress&& progress) {
+  /// The statistics of group g = [begin, end) of an n-element fp32 tensor, vectorized: stores
+  /// its record and returns its coder, or nothing (nothing written) when the group holds a NaN
+  /// or Inf, which the element-wise path handles.
+  template <unsigned B, quant_range R>
+  static std::optional<quantize::coder> group_coder(const float* x, std::size_t n,
+                                                    std::size_t begin, std::size_t end,
+                                                    unsigned char* body, std::size_t g) {
     using namespace cpu::detail;
-    constexpr bool asym = R == quant_range::asymmetric;
     float s0, s1 = 0.0f; // absmax, or lo and hi
-    if constexpr (asym) {
+    if constexpr (R == quant_range::asymmetric) {
       const value_range_result v = value_range(x + begin, end - begin, {x + begin, x + n});
       if (!v.finite)
-        return false;
+        return std::nullopt;
       s0 = v.lo;
       s1 = v.hi;
     } else {
       const std::uint32_t key = max_magnitude_bits(x + begin, end - begin, {x + begin, x + n});
       if (key >= 0x7f800000u)
-        return false;
+        return std::nullopt;
       s0 = bits_to_float(key);
     }
     store_record<R>(body, g, quantize::make_record(R, B, s0, s1));
-    const quantize::coder k = quantize::make_coder(R, B, s0, s1);
+    return quantize::make_coder(R, B, s0, s1);
+  }
+
+  /// The codes of group [begin, end) (begin a multiple of 8) with coder k through the streaming
+  /// kernels; a short tail goes through pack_run and `buf`.
+  template <unsigned B, quant_range R, bool S, class Progress>
+  static void group_codes(const float* x, std::size_t n, std::size_t begin, std::size_t end,
+                          quantize::coder k, uniform_stream& u, unsigned char* codes,
+                          std::uint32_t (&buf)[8], Progress&& progress) {
+    using namespace cpu::detail;
     const std::size_t whole = begin + (end - begin) / 8 * 8;
     // The code pass finds a block in L1; a larger group (per tensor) it reads from memory again.
     const bool reread = end - begin > l1_group;
@@ -325,13 +334,46 @@ private:
       const std::size_t m = whole - i < code_chunk ? whole - i : code_chunk;
       if constexpr (S)
         philox_words(u.key, u.step, i >> 2, (m + 3) / 4, words);
-      encode_codes<B, asym, S>(x + i, m, k.inv, k.lo, words, codes + i / 8 * B,
-                               reread ? prefetch_stream{x + i, x + n} : prefetch_stream{});
+      encode_codes<B, R == quant_range::asymmetric, S>(
+          x + i, m, k.inv, k.lo, words, codes + i / 8 * B,
+          reread ? prefetch_stream{x + i, x + n} : prefetch_stream{});
       progress(i + m);
     }
     pack_run<B>(whole, end, buf, codes,
                 [&](std::size_t i) { return code_of<B, R, S>(x[i], k, u, i); });
-    return true;
+  }
+
+  /// Groups of up to this many elements together are encoded a batch at a time: the
+  /// statistics of all, then the codes of all. A group's codes wait for its scale (a
+  /// reduction and two divisions); in a batch the scales of short blocks are formed
+  /// back to back, and the codes still find the batch (4 KiB) in L1. Blocks of 128 went from
+  /// 0.80-0.88x to 0.71-0.83x the time of a copy on a Zen 5 core (bench/README.md).
+  static constexpr std::size_t batch_elements = 1024;
+
+  /// The fp32 groups g, g + 1, ... of length len starting at `begin` (a multiple of 8), at most
+  /// batch_elements / len of them (at least one), through group_coder and group_codes. Returns
+  /// how many it encoded: it stops before a group holding a NaN or Inf, which the caller
+  /// encodes element-wise.
+  template <unsigned B, quant_range R, bool S, class Progress>
+  static std::size_t encode_batch(const float* x, std::size_t n, std::size_t len, std::size_t begin,
+                                  std::size_t g, uniform_stream& u, unsigned char* body,
+                                  unsigned char* codes, std::uint32_t (&buf)[8],
+                                  Progress&& progress) {
+    constexpr std::size_t most = batch_elements / 8; // the most groups of a batch
+    quantize::coder k[most];
+    // Only a multiple of 8 keeps every group of the batch starting at a multiple of 8.
+    const std::size_t groups = len < batch_elements && len % 8 == 0 ? batch_elements / len : 1;
+    std::size_t count = 0;
+    for (std::size_t b = begin; count < groups && b < n; ++count, b += len) {
+      const std::optional<quantize::coder> coder =
+          group_coder<B, R>(x, n, b, n - b < len ? n : b + len, body, g + count);
+      if (!coder)
+        break;
+      k[count] = *coder;
+    }
+    for (std::size_t j = 0, b = begin; j < count; ++j, b += len)
+      group_codes<B, R, S>(x, n, b, n - b < len ? n : b + len, k[j], u, codes, buf, progress);
+    return count;
   }
 
   template <unsigned B, bool S, bool Zero, class ErrorBlocks>
@@ -515,13 +557,19 @@ private:
       }
     } else {
       const std::size_t len = c.granularity == scale_granularity::tensor ? n : c.group;
-      for (std::size_t g = 0, begin = 0; begin < n; ++g, begin += len) {
-        const std::size_t end = n - begin < len ? n : begin + len;
+      for (std::size_t g = 0, begin = 0; begin < n;) {
         if constexpr (std::is_same_v<T, float>) {
-          if ((begin & 7u) == 0 &&
-              encode_fast<B, R, S>(in.data(), n, begin, end, u, body, g, codes, buf, progress))
-            continue;
+          if ((begin & 7u) == 0) {
+            const std::size_t done =
+                encode_batch<B, R, S>(in.data(), n, len, begin, g, u, body, codes, buf, progress);
+            g += done;
+            begin += done * len;
+            if (done != 0)
+              continue;
+          }
         }
+        // Element-wise: group g holds a NaN or Inf, or is not fp32 or not aligned to eight.
+        const std::size_t end = n - begin < len ? n : begin + len;
         float s0 = stat0_init<R>();
         float s1 = stat1_init;
         const std::size_t bad_before = bad;
@@ -535,6 +583,8 @@ private:
           return code_of<B, R, S>(screen(to_float(in[i]), policy, ignored), k, u, i);
         });
         progress(end);
+        ++g;
+        begin = end;
       }
     }
     if ((n & 7u) != 0)
