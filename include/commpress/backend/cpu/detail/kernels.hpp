@@ -45,6 +45,18 @@
 #include <emmintrin.h>
 #endif
 
+// GCC 12's AVX-512 intrinsics start from self-initialized "undefined" vectors, which
+// -Wmaybe-uninitialized (or -Wuninitialized) reports where they are inlined (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#define COMMPRESS_AVX512_BEGIN                                                                     \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")       \
+      _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
+#define COMMPRESS_AVX512_END _Pragma("GCC diagnostic pop")
+#else
+#define COMMPRESS_AVX512_BEGIN
+#define COMMPRESS_AVX512_END
+#endif
+
 namespace commpress::cpu::detail {
 
 using commpress::detail::error_update;
@@ -120,11 +132,9 @@ struct value_range_result {
 /// least value when some is negative. A NaN or Inf is the greatest signed (+) or unsigned (-)
 /// pattern. Where -0 and +0 tie for least or greatest, this gives -0 for least and +0 for
 /// greatest, not the first of them; quantize's records and coders come out the same either way,
-/// as they add +0 to lo. Calls prefetch(i) once per 16 elements. Not inlined: GCC 12 vectorizes
-/// the four 16-lane reductions in a function of their own, but inlined into the batched encode
-/// it kept them in scalar registers and spilled them (2.3x slower per element).
-COMMPRESS_NOINLINE inline value_range_result
-value_range(const float* COMMPRESS_RESTRICT x, std::size_t n, prefetch_stream prefetch = {}) {
+/// as they add +0 to lo. Calls prefetch(i) once per 16 elements.
+inline value_range_result value_range(const float* COMMPRESS_RESTRICT x, std::size_t n,
+                                      prefetch_stream prefetch = {}) {
   std::int32_t max_s[16], min_s[16];
   std::uint32_t max_u[16] = {}, min_u[16];
   for (unsigned j = 0; j < 16; ++j) {
@@ -142,6 +152,51 @@ value_range(const float* COMMPRESS_RESTRICT x, std::size_t n, prefetch_stream pr
     min_u[j] = u < min_u[j] ? u : min_u[j];
   };
   std::size_t i = 0;
+  // The 16 lanes as vectors: GCC 12 vectorizes the array loop below in a function of its own,
+  // but inlined into quantize's batched encode it kept the 64 lanes in scalar registers (2.3x
+  // slower per element).
+#if defined(__AVX512F__)
+  COMMPRESS_AVX512_BEGIN
+  __m512i vmax_s = _mm512_loadu_si512(max_s), vmin_s = _mm512_loadu_si512(min_s);
+  __m512i vmax_u = _mm512_loadu_si512(max_u), vmin_u = _mm512_loadu_si512(min_u);
+  for (; i + 16 <= n; i += 16) {
+    prefetch(i);
+    const __m512i v = _mm512_loadu_si512(x + i);
+    vmax_s = _mm512_max_epi32(vmax_s, v);
+    vmin_s = _mm512_min_epi32(vmin_s, v);
+    vmax_u = _mm512_max_epu32(vmax_u, v);
+    vmin_u = _mm512_min_epu32(vmin_u, v);
+  }
+  _mm512_storeu_si512(max_s, vmax_s);
+  _mm512_storeu_si512(min_s, vmin_s);
+  _mm512_storeu_si512(max_u, vmax_u);
+  _mm512_storeu_si512(min_u, vmin_u);
+  COMMPRESS_AVX512_END
+#elif defined(__AVX2__)
+  __m256i vmax_s[2], vmin_s[2], vmax_u[2], vmin_u[2]; // lanes 0-7 and 8-15
+  for (unsigned h = 0; h < 2; ++h) {
+    vmax_s[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(max_s + 8 * h));
+    vmin_s[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(min_s + 8 * h));
+    vmax_u[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(max_u + 8 * h));
+    vmin_u[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(min_u + 8 * h));
+  }
+  for (; i + 16 <= n; i += 16) {
+    prefetch(i);
+    for (unsigned h = 0; h < 2; ++h) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 8 * h));
+      vmax_s[h] = _mm256_max_epi32(vmax_s[h], v);
+      vmin_s[h] = _mm256_min_epi32(vmin_s[h], v);
+      vmax_u[h] = _mm256_max_epu32(vmax_u[h], v);
+      vmin_u[h] = _mm256_min_epu32(vmin_u[h], v);
+    }
+  }
+  for (unsigned h = 0; h < 2; ++h) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(max_s + 8 * h), vmax_s[h]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(min_s + 8 * h), vmin_s[h]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(max_u + 8 * h), vmax_u[h]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(min_u + 8 * h), vmin_u[h]);
+  }
+#endif
   for (; i + 16 <= n; i += 16) {
     prefetch(i);
     for (unsigned j = 0; j < 16; ++j)
@@ -279,17 +334,6 @@ COMMPRESS_FORCEINLINE void unpack_codes(const unsigned char* COMMPRESS_RESTRICT 
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #define COMMPRESS_CPU_AVX512 1
-// GCC 12's AVX-512 intrinsics start from self-initialized "undefined" vectors, which
-// -Wmaybe-uninitialized (or -Wuninitialized) reports where they are inlined (GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#define COMMPRESS_AVX512_BEGIN                                                                     \
-  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")       \
-      _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
-#define COMMPRESS_AVX512_END _Pragma("GCC diagnostic pop")
-#else
-#define COMMPRESS_AVX512_BEGIN
-#define COMMPRESS_AVX512_END
-#endif
 COMMPRESS_AVX512_BEGIN
 
 /// The 64 codes of four vectors of 16 int32 codes (each in [0, 255]) as 64 bytes in element
