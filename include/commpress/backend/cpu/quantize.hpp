@@ -350,8 +350,8 @@ private:
   /// statistics of all, then the codes of all. A group's codes wait for its scale (a
   /// reduction and two divisions); in a batch the scales of short blocks are formed
   /// back to back, and the codes still find the batch (4 KiB) in L1. With group_codes inlined,
-  /// blocks of 128 went from 0.80-0.88x to 0.66-0.69x the time of a copy on a Zen 5 core
-  /// (bench/README.md).
+  /// AVX-512 blocks of 128 went from 0.78-0.89x to 0.68-0.75x the time of a copy on a Zen 5
+  /// core (bench/README.md).
   static constexpr std::size_t batch_elements = 1024;
 
   /// The fp32 groups g, g + 1, ... of length len starting at `begin` (a multiple of 8), at most
