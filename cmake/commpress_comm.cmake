@@ -89,7 +89,7 @@ if(COMMPRESS_ENABLE_NCCL AND _commpress_comm_cuda)
     target_include_directories(commpress_nccl SYSTEM INTERFACE ${COMMPRESS_NCCL_INCLUDE_DIR})
     target_link_libraries(commpress_nccl INTERFACE ${COMMPRESS_NCCL_LIBRARY} CUDA::cudart)
     if(CMAKE_VERSION VERSION_LESS 3.25.2)
-      # CMake 3.25.1 has no cuda_std_20 entry for nvcc (style.md, pitfall 1).
+      # CMake 3.25.1 has no cuda_std_20 entry for nvcc (fixed in 3.25.2; docs/cuda.md).
       target_compile_options(commpress_nccl INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
     else()
       target_compile_features(commpress_nccl INTERFACE cuda_std_20)

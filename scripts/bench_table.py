@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-FileCopyrightText: 2026 commpress authors
 # SPDX-License-Identifier: Apache-2.0
-"""Prints the ratio table of commpress_roofline_bench (issue 7) from its Google Benchmark JSON.
+"""Prints the ratio table of commpress_roofline_bench from its Google Benchmark JSON.
 
 Every benchmark times a kernel and its baselines interleaved and reports the median ns per
 element of each as counters `<name>_ns`; its label lists the goals as ratios of those counters,
 separated by ';', e.g. `kernel/copy<=0.80` or `nth_element/kernel>=15`. Rows whose names end in
-`/seed:N` are merged: each ratio is the median over the seeds (perf.md B4.5).
+`/seed:N` are merged: each ratio is the median over the seeds (std::nth_element's time depends
+on the data; bench/README.md, "Noise on these VMs").
 
     python3 scripts/bench_table.py roofline.json [more.json ...] [--markdown]
 
@@ -18,7 +19,8 @@ For memory-bound rows the floor is the traffic the kernel must move, streamed wi
 computed (`floor_ref` in the benchmark), i.e. the memory roofline; for stochastic rows it is
 the Philox words alone (`random_words_ref`), the compute the kernel cannot avoid.
 
-Exit status 0 always: the table is a report, not a gate (the 2-vCPU VM is too noisy, perf.md C3).
+Exit status 0 always: the table is a report, not a gate (the 2-vCPU VM is too noisy to gate on;
+bench/README.md, "Noise on these VMs").
 """
 
 import json

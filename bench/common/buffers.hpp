@@ -5,12 +5,12 @@
 /// @file
 /// Pre-faulted, reused benchmark buffers and reproducible inputs.
 ///
-/// Touching fresh memory costs about 17 us per 4 KiB page on the VMs we measure on (perf.md B4),
-/// so every buffer is allocated once per size, written in full before timing, and reused.
+/// Touching fresh memory is very slow on the VMs we measure on (bench/README.md, "Noise on these
+/// VMs"), so every buffer is allocated once per size, written in full before timing, and reused.
 ///
 /// Page policy: buffers are 2 MiB aligned and, on Linux, advised MADV_HUGEPAGE before the first
 /// touch, so they get transparent huge pages when /sys/kernel/mm/transparent_hugepage/enabled
-/// is `always` or `madvise` (page size moves bandwidth by 1.3-1.8x on these VMs, perf.md B4).
+/// is `always` or `madvise` (page size moves bandwidth noticeably on these VMs, bench/README.md).
 /// page_policy() reports what the kernel offered, for the benchmark context.
 
 #include <cstddef>

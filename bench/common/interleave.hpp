@@ -5,11 +5,11 @@
 /// @file
 /// Interleaved timing of a kernel and its baselines in one Google Benchmark run.
 ///
-/// Run-to-run noise on the shared VMs we measure on is 10-25% (perf.md B4), and it drifts within
-/// a process, so a ratio of two separately run benchmarks means little. run_interleaved times
-/// the kernel and every baseline once per benchmark iteration (A B C, then the next iteration
-/// rotated, B C A, ...), so drift hits all of them alike, and reports the median ns per element
-/// of each as counters `<name>_ns` (and `<name>_min_ns`). The benchmark's own time (manual) is the
+/// Run-to-run noise on the shared VMs we measure on is large (bench/README.md), and it drifts
+/// within a process, so a ratio of two separately run benchmarks means little. run_interleaved
+/// times the kernel and every baseline once per benchmark iteration (A B C, then the next iteration
+/// rotated, B C A, ...), so drift hits all of them alike, and reports the median ns per element of
+/// each as counters `<name>_ns` (and `<name>_min_ns`). The benchmark's own time (manual) is the
 /// kernel's. scripts/bench_table.py turns the medians into the ratio table.
 
 #include <benchmark/benchmark.h>

@@ -1,9 +1,9 @@
 // SPDX-FileCopyrightText: 2026 commpress authors
 // SPDX-License-Identifier: Apache-2.0
 //
-// Scaling of cpu::par against cpu::seq (issue 7): cast bf16 encode, 4-bit block-1024 quantize
-// decode and decode_accumulate at 64 Mi fp32 elements. Each row times, interleaved in one
-// process (common/interleave.hpp, so host drift hits all of them alike):
+// Scaling of cpu::par against cpu::seq: cast bf16 encode, 4-bit block-1024 quantize decode and
+// decode_accumulate at 64 Mi fp32 elements. Each row times, interleaved in one process
+// (common/interleave.hpp, so host drift hits all of them alike):
 // - `kernel`: the whole call under cpu::par (OpenMP's default team: OMP_NUM_THREADS or the
 //   cores), header, checksum and validation included;
 // - `seq`: the same call under cpu::seq;

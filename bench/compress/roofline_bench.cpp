@@ -1,11 +1,12 @@
 // SPDX-FileCopyrightText: 2026 commpress authors
 // SPDX-License-Identifier: Apache-2.0
 //
-// The table of issue 7 ("CPU codecs at memory speed"): every codec kernel at 64 Mi fp32 elements,
-// single thread, timed interleaved with its baselines in the same process (an fp32 copy, a
-// read-only pass, std::nth_element on |x|, or the nearest-rounding kernel), so host drift hits
-// both sides of each ratio alike (perf.md B4). Each benchmark's label states its goals as
-// ratios of the `<name>_ns` counters; scripts/bench_table.py prints the table from the JSON.
+// The roofline table of bench/README.md ("CPU codecs at memory speed"): every codec kernel at 64 Mi
+// fp32 elements, single thread, timed interleaved with its baselines in the same process (an fp32
+// copy, a read-only pass, std::nth_element on |x|, or the nearest-rounding kernel), so host drift
+// hits both sides of each ratio alike (bench/README.md, "Noise on these VMs"). Each benchmark's
+// label states its goals as ratios of the `<name>_ns` counters; scripts/bench_table.py prints the
+// table from the JSON.
 //
 //   GLIBC_TUNABLES=glibc.malloc.hugetlb=1 taskset -c 0 build-perf/bench/commpress_roofline_bench \
 //     --benchmark_format=json --benchmark_out=roofline.json

@@ -3,7 +3,7 @@
 
 // Throughput of every CUDA codec (and the fused EF and LoCo steps around 4-bit quantization and
 // top-k) next to a device-to-device copy of the same fp32 tensor,
-// measured in the same run (DESIGN.md "done"; perf.md C4). Times come from CUDA events around
+// measured in the same run (bench/README.md, "CUDA on an H200"). Times come from CUDA events around
 // `reps` back-to-back calls (UseManualTime); buffers are allocated once per benchmark.
 // Counters: GB/s of fp32 tensor processed (4 bytes per element), copy_GBps (the same bytes
 // copied D2D), and copy_fraction = copy time / codec time (1.0 = as fast as copying the tensor).
@@ -222,7 +222,8 @@ void BM_top_k_1pct_tensor_ef_encode(benchmark::State& s) {
   run(s, cp::top_k{.fraction = 0.01f}, op::ef);
 }
 
-// Sizes in Mi elements: 16 Mi, 256 Mi, 1 Gi (perf.md C4 asks for 1e7..1e9).
+// Sizes in Mi elements: 16 Mi, 256 Mi, 1 Gi (about 1e7 to 1e9, from cache-sized to a
+// device-filling tensor).
 #define COMMPRESS_BENCH(name)                                                                      \
   BENCHMARK(name)                                                                                  \
       ->ArgName("Mi")                                                                              \

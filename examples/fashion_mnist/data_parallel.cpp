@@ -1,12 +1,12 @@
 // SPDX-FileCopyrightText: 2026 commpress authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Data-parallel compressed gradient exchange on Fashion-MNIST (LoCo, Xie et al.; algorithms.md
-// section 2): N workers (threads of an in-process loopback communicator) each hold a replica of
-// the 784-512-512-256-10 MLP, compute the gradient of their share of every global batch, and
-// exchange it through commpress::data_parallel (compress, all-gather the payloads, average them
-// in rank order, Adam/AdamW step), one exchange per model stage. The same world can run 1-bit
-// Adam (commpress::onebit_adam, sign compression of the momentum with error feedback).
+// Data-parallel compressed gradient exchange on Fashion-MNIST (LoCo, Xie et al.; docs/algorithms.md
+// section 7): N workers (threads of an in-process loopback communicator) each hold a replica of the
+// 784-512-512-256-10 MLP, compute the gradient of their share of every global batch, and exchange
+// it through commpress::data_parallel (compress, all-gather the payloads, average them in rank
+// order, Adam/AdamW step), one exchange per model stage. The same world can run 1-bit Adam
+// (commpress::onebit_adam, sign compression of the momentum with error feedback).
 //
 //   data_parallel [--codec fp32|q<bits>[:block<N>][:sym|:asym][:sr]]
 //                 [--feedback none|ef|loco[:int8|:bf16|:f32]] [--beta 0.8] [--reset-every 1024]

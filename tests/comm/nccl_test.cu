@@ -3,7 +3,7 @@
 
 // nccl_communicator under nvcc. One process, one thread per visible GPU, one NCCL rank per
 // thread (ncclCommInitRank with a shared ncclUniqueId). Skips at run time without a GPU.
-// doctest's main is in nccl_host_test.cpp (a host TU, style.md pitfall 6).
+// doctest's main is in nccl_host_test.cpp (a host TU; docs/cuda.md, "Toolchain pitfalls").
 
 #include <doctest/doctest.h>
 

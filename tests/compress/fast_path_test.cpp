@@ -1,12 +1,12 @@
 // SPDX-FileCopyrightText: 2026 commpress authors
 // SPDX-License-Identifier: Apache-2.0
 //
-// The streaming fast paths of backend/cpu/detail/kernels.hpp (issue 7) against the per-element
-// definitions of compress/*.hpp, on inputs large and awkward enough to reach every branch of
-// them: long top-k rows (the sampled threshold), sign groups of several canonical chunks, NaN
-// and Inf in some groups only. Built by tests/CMakeLists.txt with the default flags
-// (scalar/SSE2 paths), with -march=native (AVX2/AVX-512/F16C paths) and, where that has
-// AVX-512, with -march=x86-64-v3 (the AVX2 paths).
+// The streaming fast paths of backend/cpu/detail/kernels.hpp against the per-element definitions of
+// compress/*.hpp, on inputs large and awkward enough to reach every branch of them: long top-k rows
+// (the sampled threshold), sign groups of several canonical chunks, NaN and Inf in some groups
+// only. Built by tests/CMakeLists.txt with the default flags (scalar/SSE2 paths), with
+// -march=native (AVX2/AVX-512/F16C paths) and, where that has AVX-512, with -march=x86-64-v3 (the
+// AVX2 paths).
 #include <doctest/doctest.h>
 
 #include <algorithm>

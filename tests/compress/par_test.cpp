@@ -1,12 +1,12 @@
 // SPDX-FileCopyrightText: 2026 commpress authors
 // SPDX-License-Identifier: Apache-2.0
 //
-// cpu::par against cpu::seq (issue 7): for every codec, the par payload is byte for byte seq's,
-// and par's decode, decode_accumulate and roundtrip write seq's bits, whatever the team size
-// and the range size. Small tensors run with ranges of 64 and 200 elements so they split too;
-// the 1 Mi-element default grain splits the 3 Mi + 5 tensor into four ranges. Configurations
-// cover every input dtype, wire dtype, granularity and rounding, NaN/Inf under each
-// non-finite policy; the large sizes a selection of them (the sweep takes seconds per size).
+// cpu::par against cpu::seq: for every codec, the par payload is byte for byte seq's, and par's
+// decode, decode_accumulate and roundtrip write seq's bits, whatever the team size and the range
+// size. Small tensors run with ranges of 64 and 200 elements so they split too; the 1 Mi-element
+// default grain splits the 3 Mi + 5 tensor into four ranges. Configurations cover every input
+// dtype, wire dtype, granularity and rounding, NaN/Inf under each non-finite policy; the large
+// sizes a selection of them (the sweep takes seconds per size).
 #include <doctest/doctest.h>
 
 #include <cstddef>

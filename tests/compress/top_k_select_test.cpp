@@ -1,10 +1,10 @@
 // SPDX-FileCopyrightText: 2026 commpress authors
 // SPDX-License-Identifier: Apache-2.0
 //
-// The sampled top-k select of backend/cpu/detail/top_k_select.hpp (issue 7): radix_select against
+// The sampled top-k select of backend/cpu/detail/top_k_select.hpp: radix_select against
 // std::nth_element on awkward keys, top_k_sampled against a sort of the whole row, and the top_k
-// codec on rows just below and above sampled_top_k_min_row, for every index format, value dtype
-// and non-finite policy. Built with the default flags and with -march=native (the AVX-512 path).
+// codec on rows just below and above sampled_top_k_min_row, for every index format, value dtype and
+// non-finite policy. Built with the default flags and with -march=native (the AVX-512 path).
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -1,9 +1,9 @@
 // SPDX-FileCopyrightText: 2026 commpress authors
 // SPDX-License-Identifier: Apache-2.0
 //
-// The fused error-feedback + quantize step of feedback/ef.hpp (issue 7) against the unfused
-// definition written out with the codec entry points: the same payload bytes and the same
-// residual, bit for bit, over several steps, with NaN/Inf and overflowing sums in some blocks.
+// The fused error-feedback + quantize step of feedback/ef.hpp against the unfused definition
+// written out with the codec entry points: the same payload bytes and the same residual, bit for
+// bit, over several steps, with NaN/Inf and overflowing sums in some blocks.
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -3,8 +3,8 @@
 #pragma once
 
 /// @file
-/// The sharded compressed all-reduce with two error-feedback points (algorithms.md 6.C, 5.10,
-/// 2.2; property E8): 1-bit Adam's compressed_allreduce, AQ-SGD's data-parallel path and
+/// The sharded compressed all-reduce with two error-feedback points (docs/algorithms.md 9.3, 8,
+/// 7.3; property E8): 1-bit Adam's compressed_allreduce, AQ-SGD's data-parallel path and
 /// LoCo's qgZ path, in their one-level form.
 ///
 /// 1. `reduce_scatter_compressed`: rank i encodes chunk j of its tensor with worker feedback

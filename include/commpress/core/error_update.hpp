@@ -3,15 +3,15 @@
 #pragma once
 
 /// @file
-/// The sender's state update from a fresh compression error, shared by error feedback, LoCo,
-/// the CPU kernels that fuse it into the encode (issue 7) and the CUDA LoCo update.
+/// The sender's state update from a fresh compression error, shared by error feedback, LoCo, the
+/// CPU kernels that fuse it into the encode (feedback/fused_quantize.hpp) and the CUDA LoCo update.
 
 #include "commpress/core/config.hpp"
 #include "commpress/core/math.hpp"
 
 namespace commpress::detail {
 
-/// @brief e = keep * e + take * fresh (LoCo's moving average, algorithms.md 2.1), where the
+/// @brief e = keep * e + take * fresh (LoCo's moving average, docs/algorithms.md 7.1), where the
 /// fresh error h - deQ(Q(h)) and the result are finite; otherwise e keeps its value.
 ///
 /// keep == 0 is error feedback's e = fresh itself (not 0 * e + 1 * fresh), so that even the

@@ -6,8 +6,9 @@
 /// Versioned little-endian binary blobs for state that must survive a checkpoint: error-feedback
 /// residuals, EF21 mirrors, LoCo errors, AQ-SGD caches, channel ends, optimizer moments.
 ///
-/// Losing compressor state at a checkpoint is the most common complaint about existing systems
-/// (peers.md section 3, item 1), so every state object saves to and loads from one of these.
+/// Losing compressor state at a checkpoint is a common complaint about existing systems (their
+/// error buffers are dropped on load or never saved; docs/algorithms.md 8), so every state object
+/// saves to and loads from one of these.
 ///
 /// Layout (all integers little-endian):
 ///

@@ -3,7 +3,7 @@
 #pragma once
 
 /// @file
-/// Classic error feedback (EF14 / EF-SGD / Mem-SGD, algorithms.md 3.1-3.3).
+/// Classic error feedback (EF14 / EF-SGD / Mem-SGD, docs/algorithms.md 5.1-5.2).
 
 #include <cstdint>
 #include <span>
@@ -56,7 +56,7 @@ private:
 
 /// @brief Error feedback: h = g + e; send C(h); e = h - deQ(C(h)).
 ///
-/// The residual is in gradient units (not learning-rate-scaled; algorithms.md 3.2 pitfall), so
+/// The residual is in gradient units (not learning-rate-scaled; docs/algorithms.md 5.2), so
 /// a learning-rate schedule does not change its meaning. The receiver keeps nothing: it decodes
 /// C(h) as plain compression. e is computed from the payload's own decoding, so it is exactly
 /// h minus what every receiver reconstructs.
@@ -91,7 +91,7 @@ template <> struct feedback_ops<ef> {
     scratch s(ws);
     std::span<float> h = s.floats(n);
     std::span<float> e = st.residual();
-    // Symmetric block quantizers: the whole step in one pass over g and e (issue 7).
+    // Symmetric block quantizers: the whole step in one pass over g and e (fused_quantize.hpp).
     const error_update rule{}; // keep 0: e = h - deQ(q) where finite
     if (const auto fused = fused_quantize_step(p, c, ctx, in, e, out, rule))
       return *fused;

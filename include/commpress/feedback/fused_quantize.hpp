@@ -3,11 +3,11 @@
 #pragma once
 
 /// @file
-/// One feedback step fused with a CPU block quantizer (issue 7): h = screen(g) + e, the payload
-/// of Q(h), and the state update from the fresh error h - deQ(Q(h)), block by block in one pass
-/// over g and e (about 12.5 bytes per element at 4 bits instead of ~33 for the sequence of
-/// passes). Serves error feedback, and LoCo with fp32 or block-quantized integer state; the
-/// bytes and the state are those of their unfused sequences.
+/// One feedback step fused with a CPU block quantizer: h = screen(g) + e, the payload of Q(h), and
+/// the state update from the fresh error h - deQ(Q(h)), block by block in one pass over g and e
+/// (about 12.5 bytes per element at 4 bits instead of ~33 for the sequence of passes). Serves error
+/// feedback, and LoCo with fp32 or block-quantized integer state; the bytes and the state are those
+/// of their unfused sequences.
 
 #include <cstddef>
 #include <optional>

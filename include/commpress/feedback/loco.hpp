@@ -4,7 +4,7 @@
 
 /// @file
 /// LoCo: error feedback with a moving average of past compression errors (Xie et al. 2024, as
-/// merged into DeepSpeed; algorithms.md 2.1-2.2).
+/// merged into DeepSpeed; docs/algorithms.md section 7).
 
 #include <cstdint>
 #include <span>
@@ -60,7 +60,7 @@ private:
 };
 
 /// @brief Multiplies the LoCo error by `factor` = new_loss_scale / old_loss_scale: the error
-/// lives in loss-scaled units (DeepSpeed multiplies the 8-bit scales; algorithms.md 2.2).
+/// lives in loss-scaled units (DeepSpeed multiplies the 8-bit scales; docs/algorithms.md 7.2).
 template <class Storage> void rescale(loco_state<Storage>& st, float factor) {
   st.storage().scale_by(factor);
 }
@@ -72,12 +72,12 @@ template <class Storage> void drop(loco_state<Storage>& st) {
 
 /// @brief LoCo: h = g + e; q = C(h); e = beta * e + (1 - beta) * (h - deQ(q)).
 ///
-/// `beta` is the weight on the OLD error (DeepSpeed's err_beta, default 0.8; algorithms.md 2.1);
-/// beta = 0 is classic EF, bit for bit. The error is zeroed at the end of every step whose
-/// `ctx.step + 1` is a multiple of `reset_every` (0: never), so the period is counted in
-/// optimizer steps, one encode per tensor per step, not in tensors processed (the DeepSpeed
-/// counter pitfall, algorithms.md 2.2). Storage store_int8 keeps the error in 8 bits as LoCo
-/// does; the error is then exact only to half a storage step per step.
+/// `beta` is the weight on the OLD error (DeepSpeed's err_beta, default 0.8; docs/algorithms.md
+/// 7.1); beta = 0 is classic EF, bit for bit. The error is zeroed at the end of every step whose
+/// `ctx.step + 1` is a multiple of `reset_every` (0: never), so the period is counted in optimizer
+/// steps, one encode per tensor per step, not in tensors processed (the DeepSpeed counter pitfall,
+/// docs/algorithms.md 7.2). Storage store_int8 keeps the error in 8 bits as LoCo does; the error is
+/// then exact only to half a storage step per step.
 template <class Storage = store_f32> struct loco {
   static constexpr feedback_id id = feedback_id::loco;
   using sender_state = loco_state<Storage>;
@@ -125,8 +125,8 @@ template <class Storage> struct feedback_ops<loco<Storage>> {
         drop(st);
       return r;
     };
-    // A symmetric block quantizer: one pass over g and e (issue 7), updating the fp32 error in
-    // place, or the integer one a block at a time.
+    // A symmetric block quantizer: one pass over g and e (fused_quantize.hpp), updating the fp32
+    // error in place, or the integer one a block at a time.
     if constexpr (std::is_same_v<Storage, store_f32>) {
       std::span<float> e = st.storage().values();
       if (const auto fused = fused_quantize_step(p, c, ctx, in, e, out, rule))

@@ -4,8 +4,8 @@
 
 /// @file
 /// How feedback state is stored between steps: fp32, bf16, or b-bit block-quantized integers
-/// with one fp32 scale per block (LoCo keeps its error in 8 bits, algorithms.md 2.2; AQ-SGD's
-/// `delta-lowbits` keeps its cache in 4 bits, algorithms.md 4.3).
+/// with one fp32 scale per block (LoCo keeps its error in 8 bits, docs/algorithms.md 7.2;
+/// AQ-SGD's `delta-lowbits` keeps its cache in 4 bits, docs/algorithms.md 6.3).
 
 #include <algorithm>
 #include <cstddef>
@@ -37,7 +37,7 @@ struct store_bf16 {
 ///
 /// scale = max|x| / (2^(Bits-1) - 1), q = round_half_even(x / scale), x' = q * scale. The
 /// (2^(Bits-1) - 1) convention never clips, so every element is within scale / 2 of its value
-/// (algorithms.md 5.1). Blocks never straddle rows. 4-bit codes are packed two per byte,
+/// (docs/algorithms.md 2.1, 10.5). Blocks never straddle rows. 4-bit codes are packed two per byte,
 /// element 2i in the low nibble.
 template <int Bits, std::uint32_t Block = 128> struct store_int {
   static_assert(Bits == 4 || Bits == 8, "commpress: store_int supports 4 and 8 bits");
@@ -81,7 +81,7 @@ public:
   /// Per-block scales (store_int only): the storage step of each block.
   [[nodiscard]] std::span<const float> scales() const noexcept { return scales_; }
 
-  /// store_f32's values in place, rows one after another (fused feedback updates, issue 7).
+  /// store_f32's values in place, rows one after another (the fused step of fused_quantize.hpp).
   [[nodiscard]] std::span<float> values() noexcept requires std::same_as<S, store_f32> {
     return data_;
   }
@@ -240,13 +240,13 @@ private:
   }
   /// q[j] = clamp(round_half_even(x[j] / scale), -qmax, qmax) for finite x and scale > 0, with
   /// the plain IEEE operations that div_rn and round_half_even round the same way for finite
-  /// values (without their NaN selects, so the loops vectorize; perf.md B2).
+  /// values (without their NaN selects, so the loops vectorize).
   ///
-  /// A division per element would bound the fused LoCo step (issue 7), so the quotient comes
-  /// from x * (1 / scale) instead: for |x / scale| <= 128 that is within 2^-15 of the rounded
-  /// quotient (a relative 2^-24 from each rounding), so unless a product lies within 2^-14 of
-  /// a half-integer, it rounds to the same integer. Only a block with such a product (about
-  /// one element in 8000) runs the division.
+  /// A division per element would bound the fused LoCo step, so the quotient comes from
+  /// x * (1 / scale) instead: for |x / scale| <= 128 that is within 2^-15 of the rounded quotient
+  /// (a relative 2^-24 from each rounding), so unless a product lies within 2^-14 of a
+  /// half-integer, it rounds to the same integer. Only a block with such a product (about one
+  /// element in 8000) runs the division.
   static void quantize_block(const float* x, std::uint64_t count, float scale, std::int8_t* q) {
     const auto code = [](float v) {
       v = v > -S::qmax ? v : -S::qmax; // detail::max / min, as max and min instructions

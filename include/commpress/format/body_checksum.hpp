@@ -4,7 +4,7 @@
 
 /// @file
 /// The payload checksum computed while an encoder writes the body, so the body is hashed from
-/// the cache instead of being read back from memory afterwards (issue 7).
+/// the cache instead of being read back from memory afterwards.
 ///
 /// An encoder that writes its body front to back announces its progress with written(); every
 /// three complete 64 KiB chunks are hashed right away (crc32c_x3), while they are still in the

@@ -6,11 +6,11 @@
 /// CRC32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum of every payload.
 ///
 /// On x86-64 the implementation is chosen at run time, so no compiler flag is needed: buffers of
-/// 256 bytes and more are folded with VPCLMULQDQ where the CPU has it with AVX-512 (78 GB/s from
-/// L2 on the reference machine, against 21 GB/s for three interleaved `crc32` chains:
-/// bench/README.md), and the `crc32` instruction of SSE4.2 hashes the rest. AArch64 uses the CRC
-/// extension when the compiler targets it; slicing-by-8 tables serve everything else. All give the
-/// same value (tests/format/crc32c_test.cpp checks the RFC 3720 vectors and compares every path).
+/// 256 bytes and more are folded with VPCLMULQDQ where the CPU has it with AVX-512 (several times
+/// faster from L2 than three interleaved `crc32` chains: bench/README.md, "Payload checksum"), and
+/// the `crc32` instruction of SSE4.2 hashes the rest. AArch64 uses the CRC extension when the
+/// compiler targets it; slicing-by-8 tables serve everything else. All give the same value
+/// (tests/format/crc32c_test.cpp checks the RFC 3720 vectors and compares every path).
 
 #include <array>
 #include <cstddef>
@@ -260,8 +260,8 @@ inline bool cpu_has_vpclmul() {
 #endif
 /// The CRC32C of a buffer that a kernel produces in registers, 256 bytes at a time in order, as
 /// crc32c_vpclmul folds it from memory: the kernel can then write the buffer with non-temporal
-/// stores instead of through the cache to hash it afterwards (issue 7). Only where the
-/// compiler's flags enable the instructions, as the kernels that use it.
+/// stores instead of through the cache to hash it afterwards. Only where the compiler's flags
+/// enable the instructions, as the kernels that use it.
 class crc32c_streaming {
 public:
   /// Appends the 256 bytes b0, b1, b2, b3 (in that order) to the message.
@@ -353,10 +353,10 @@ __attribute__((target("sse4.2"))) inline void crc32c_sse42_x3(const unsigned cha
 }
 #endif
 
-/// CRC32C of three buffers of n bytes each, out[j] = crc32c(buffer j). One `crc32` chain is
-/// limited by the instruction's 3-cycle latency; three independent chains issue one per cycle,
-/// which lets the payload checksum keep up with memory bandwidth (issue 7). The folding
-/// implementation has its chains inside, so it takes the buffers one after another.
+/// CRC32C of three buffers of n bytes each, out[j] = crc32c(buffer j). One `crc32` chain is limited
+/// by the instruction's 3-cycle latency; three independent chains issue one per cycle, which lets
+/// the payload checksum keep up with memory bandwidth. The folding implementation has its chains
+/// inside, so it takes the buffers one after another.
 inline void crc32c_x3(const void* a, const void* b, const void* c, std::size_t n,
                       std::uint32_t* out) {
 #if defined(COMMPRESS_CRC32C_X86)

@@ -3,7 +3,8 @@
 #pragma once
 
 /// @file
-/// The codecs under cpu::par: several threads, the same bytes as cpu::seq (issue 7).
+/// The codecs under cpu::par: several threads, the same bytes as cpu::seq (bench/README.md,
+/// "cpu::par scaling").
 ///
 /// An operation runs in parallel where the body splits into ranges of elements (or of whole
 /// groups, or of random-k strata) whose bytes sit at offsets known up front, so each range is

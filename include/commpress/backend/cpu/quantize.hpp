@@ -10,13 +10,12 @@
 /// groups of eight codes. Nothing needs a workspace: column statistics accumulate in the
 /// body's record slots (encode) or in a small tile on the stack (roundtrip).
 ///
-/// Per-block and per-tensor groups of fp32 take the streaming kernels of detail/kernels.hpp
-/// (issue 7): integer reductions of the bit patterns for absmax (symmetric) or min and max
-/// (asymmetric), codes computed 256 at a time and packed eight at a time, Philox blocks
-/// generated 64 at a time, and a software prefetch 8 KiB ahead of every pass that reads from
-/// memory. A group holding a NaN or Inf, or not starting on a
-/// multiple of 8, takes the element-wise path; both paths compute the same expressions, so the
-/// bytes are the same.
+/// Per-block and per-tensor groups of fp32 take the streaming kernels of detail/kernels.hpp:
+/// integer reductions of the bit patterns for absmax (symmetric) or min and max (asymmetric), codes
+/// computed 256 at a time and packed eight at a time, Philox blocks generated 64 at a time, and a
+/// software prefetch 8 KiB ahead of every pass that reads from memory. A group holding a NaN or
+/// Inf, or not starting on a multiple of 8, takes the element-wise path; both paths compute the
+/// same expressions, so the bytes are the same.
 
 #include <cstddef>
 #include <cstdint>
@@ -153,7 +152,7 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
     cpu::detail::prefetch_stream stream(std::size_t at) const { return {e + at, e + n}; }
   };
 
-  /// One error-feedback step fused with the encode (feedback/ef.hpp, issue 7): per block,
+  /// One error-feedback step fused with the encode (feedback/fused_quantize.hpp): per block,
   /// h = screen(g) + e, the body gets Q(h), and e is updated from the fresh error
   /// h - deQ(Q(h)) by `rule` (plain EF: e = fresh where finite; LoCo: the moving average; see
   /// error_update), `held` counting the elements that kept their e. The same operations, in
@@ -321,8 +320,7 @@ private:
 
   /// The codes of group [begin, end) (begin a multiple of 8) with coder k through the streaming
   /// kernels; a short tail goes through pack_run and `buf`. Forced inline: GCC called it once
-  /// per group, and at 8 bits per block of 128 that call cost 8% (0.175 against 0.161
-  /// ns/element on a Zen 5 core).
+  /// per group, and at 8 bits per block of 128 that call cost measurable time (bench/README.md).
   template <unsigned B, quant_range R, bool S, class Progress>
   static COMMPRESS_FORCEINLINE void group_codes(const float* x, std::size_t n, std::size_t begin,
                                                 std::size_t end, quantize::coder k,
@@ -350,8 +348,8 @@ private:
   /// statistics of all, then the codes of all. A group's codes wait for its scale (a
   /// reduction and two divisions); in a batch the scales of short blocks are formed
   /// back to back, and the codes still find the batch (4 KiB) in L1. With group_codes inlined,
-  /// AVX-512 blocks of 128 went from 0.78-0.89x to 0.68-0.75x the time of a copy on a Zen 5
-  /// core (bench/README.md).
+  /// this brought AVX-512 blocks of 128 under their goal (bench/README.md, "What this table's
+  /// commits changed").
   static constexpr std::size_t batch_elements = 1024;
 
   /// The fp32 groups g, g + 1, ... of length len starting at `begin` (a multiple of 8), at most

@@ -7,7 +7,7 @@
 ///
 /// fp32 groups whose bits start on a byte (block % 8 == 0, or one group) run in one pass
 /// (detail/kernels.hpp, sign_group): the bits do not depend on the scale, so the scale's
-/// canonical sum and the bits come from the same read of x (issue 7).
+/// canonical sum and the bits come from the same read of x.
 
 #include <cstddef>
 #include <cstdint>

@@ -151,11 +151,11 @@ private:
     }
   }
 
-  /// Long fp32 rows: the sampled-threshold method of detail/top_k_select.hpp (same selection,
-  /// about 20x faster than nth_element over the row, perf.md B3). Nulls when it does not apply
-  /// (fp16/bf16 input, short rows, k = 0 or d) or declined; the caller then runs select_row.
-  /// With a `bitmap`, it is written in full; with fp32 `values`, the kept values go straight
-  /// there (see top_k_sampled).
+  /// Long fp32 rows: the sampled-threshold method of detail/top_k_select.hpp (same selection, many
+  /// times faster than nth_element over the row, bench/README.md). Nulls when it does not apply
+  /// (fp16/bf16 input, short rows, k = 0 or d) or declined; the caller then runs select_row. With a
+  /// `bitmap`, it is written in full; with fp32 `values`, the kept values go straight there (see
+  /// top_k_sampled).
   static cpu::detail::sampled_top_k sampled_row(const float* raw, std::uint64_t d, std::uint64_t k,
                                                 nonfinite_policy policy, std::uint32_t* keys,
                                                 std::size_t& bad, unsigned char* bitmap = nullptr,
@@ -169,7 +169,7 @@ private:
   /// Writes a row's index and value sections from sampled_row's arrays (a bitmap, and values
   /// without `kept.bits`, are already written), in loops of their own: through a per-element
   /// callback, the byte stores (which may alias anything) made the compiler reload the callback's
-  /// state for every element, a quarter of the time at k = 10%.
+  /// state for every element (measured in bench/README.md, "Figures behind the code comments").
   static void write_kept(cpu::detail::sampled_top_k kept, std::uint64_t k, bool bitmap,
                          unsigned width, dtype values, unsigned char* idx, unsigned char* val) {
     if (!bitmap && width == 4) {

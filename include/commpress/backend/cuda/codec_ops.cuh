@@ -10,7 +10,7 @@
 /// synchronises, never allocates, and can be captured into a CUDA graph. Host-checkable
 /// preconditions (configuration, span sizes, alignment) throw `commpress::error` before anything
 /// is enqueued, exactly as on the CPU. What depends on the data (a corrupted payload, NaN/Inf
-/// inputs) is reported in a caller-owned `cuda::device_status` in device memory (style.md E):
+/// inputs) is reported in a caller-owned `cuda::device_status` in device memory (docs/cuda.md):
 /// decoding a payload that fails validation writes nothing to the output, like the CPU's throw.
 ///
 /// Backends implement `detail::codec_impl<Codec, cuda::par_t>` with

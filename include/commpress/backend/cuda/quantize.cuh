@@ -218,8 +218,8 @@ COMMPRESS_KERNEL void __launch_bounds__(block_threads)
 
 /// One thread per element: each reads its own code (unpack_one) and writes its own output, so
 /// a warp's stores are one contiguous run. A thread per eight elements (the encoder's packing
-/// unit), whose stores were 32 bytes apart across a warp, took 10.5 ms for 1 Gi elements of
-/// 4-bit blocks on an H200; this takes 4.5 ms (bench/README.md, GPU section).
+/// unit), whose stores were 32 bytes apart across a warp, took more than twice as long
+/// (bench/README.md, "CUDA on an H200").
 template <bool Accumulate, class T>
 COMMPRESS_KERNEL void __launch_bounds__(block_threads)
     quant_decode_kernel(quantize c, const unsigned char* body, std::uint64_t n, std::uint64_t len,

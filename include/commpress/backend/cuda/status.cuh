@@ -5,8 +5,9 @@
 /// @file
 /// The device status word through which kernels report what they found in the data.
 ///
-/// Device code never throws or traps on data (style.md E): a corrupted payload or a NaN is
-/// reported here, in device memory, and the host reads it when it chooses to synchronise.
+/// Device code never throws or traps on data (a trap would leave the CUDA context unusable;
+/// docs/cuda.md, "Errors"): a corrupted payload or a NaN is reported here, in device memory, and
+/// the host reads it when it chooses to synchronise.
 
 #include <cuda_runtime.h>
 

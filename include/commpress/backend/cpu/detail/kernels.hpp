@@ -10,8 +10,8 @@
 /// cast, Philox and the top-k candidate compress.
 ///
 /// Every kernel computes exactly the per-element expressions of compress/*.hpp, with the same
-/// roundings in the same order, so the bytes do not depend on which path ran (issue 7; the
-/// codec tests compare against the scalar definitions). What makes them fast (perf.md B2, C5):
+/// roundings in the same order, so the bytes do not depend on which path ran (the codec tests
+/// compare against the scalar definitions). What makes them fast (measured in bench/README.md):
 /// - reductions over |x| take the maximum of the bit patterns as unsigned integers: for
 ///   non-negative floats the order is the same, and integer max reductions vectorize where
 ///   GCC leaves a float `a > m ? a : m` reduction scalar;
@@ -69,7 +69,7 @@ inline constexpr std::size_t code_chunk = 256;
 /// (8 KiB, two pages). Each kernel asks for one cache line per 16 elements it reads, so the
 /// requests are spread evenly over the pass instead of bunched at the start of a block; the
 /// hardware prefetcher alone stops at every 4 KiB page, which is exactly one block of 1024 floats
-/// (perf.md B2).
+/// (bench/README.md).
 inline constexpr std::size_t prefetch_ahead = 2048;
 
 /// An array that a pass reading element i of it (or of an array it walks in step with) asks
@@ -92,8 +92,9 @@ struct prefetch_stream {
 /// How the two 16-lane reductions below are declared. With AVX-512 or AVX2 their lanes are
 /// vectors (value_range: explicit ones) and they are inlined. Otherwise GCC 12 vectorizes their
 /// array loops in a function of their own but not always where they are inlined: inside
-/// quantize's batched encode it left them scalar, and with default flags the nearest rows took
-/// 1.2x and the min/max rows 1.6x longer. So there they stay out of line.
+/// quantize's batched encode it left them scalar, which made the nearest and min/max rows of a
+/// default-flag build measurably slower (bench/README.md, "Default flags"). So there they stay
+/// out of line.
 #if !defined(__AVX512F__) && !defined(__AVX2__) && (defined(__GNUC__) || defined(__clang__))
 #define COMMPRESS_CPU_REDUCTION __attribute__((noinline)) inline
 #else
@@ -166,7 +167,7 @@ COMMPRESS_CPU_REDUCTION value_range_result value_range(const float* COMMPRESS_RE
   };
   std::size_t i = 0;
   // The 16 lanes as vectors: inlined into quantize's batched encode, GCC 12 kept the array
-  // loop below in scalar registers (2.3x slower per element).
+  // loop below in scalar registers (measured in bench/README.md).
 #if defined(__AVX512F__)
   COMMPRESS_AVX512_BEGIN
   __m512i vmax_s = _mm512_loadu_si512(max_s), vmin_s = _mm512_loadu_si512(min_s);
@@ -266,8 +267,8 @@ COMMPRESS_FORCEINLINE void codes_nearest(const float* COMMPRESS_RESTRICT x, std:
 
 /// Stochastic-rounding codes: quantize::encode_stochastic with coder {inv, lo} and uniform
 /// u = uniform_from_bits(words[i]). Its two choices are select_bits: as `?:` GCC makes them
-/// branches that do not vectorize, and the one on random bits mispredicts half the time (where
-/// no AVX-512 or AVX2 kernel takes over, this loop took 18 ns/element that way).
+/// branches that do not vectorize, and the one on random bits mispredicts half the time (measured
+/// in bench/README.md, "Figures behind the code comments").
 template <unsigned B, bool Asym>
 COMMPRESS_FORCEINLINE void codes_stochastic(const float* COMMPRESS_RESTRICT x, std::size_t m,
                                             float inv, float lo,
@@ -325,7 +326,7 @@ COMMPRESS_FORCEINLINE void unpack_codes(const unsigned char* COMMPRESS_RESTRICT 
     }
   } else if constexpr (B == 2) {
     // Bytes into nibbles, then nibbles into codes: compilers vectorize a two-way split (into
-    // unpack instructions) but leave a four-way one as byte stores, 4x slower.
+    // unpack instructions) but leave a four-way one as byte stores, several times slower.
     std::uint8_t nibble[code_chunk / 2];
     unpack_codes<4>(in, m / 2, nibble);
     for (std::size_t j = 0; j < m / 2; ++j) {
@@ -554,8 +555,8 @@ COMMPRESS_AVX512_END
 #elif defined(__AVX2__)
 #define COMMPRESS_CPU_AVX2 1
 // The AVX-512 kernels above at half the width, for the CPUs without AVX-512 (AMD before Zen 4,
-// Intel client cores): the portable loops left 8-bit quantize at 2x a copy there, and the fused
-// error feedback at 4x (bench/README.md). The same operations in the same order, with
+// Intel client cores): the portable loops left quantize and the fused error feedback far from
+// a copy's speed there (bench/README.md). The same operations in the same order, with
 // comparisons and blends where AVX-512 has masks. encode64, decode64 and sym_encode_error64
 // take m a multiple of 64, as the AVX-512 ones do, and work in steps of 32, so the drivers below
 // serve both widths. The numbers in the other names count lanes (scaled8: 8 floats) or
@@ -809,7 +810,7 @@ inline void philox_words(rng_key key, std::uint64_t step, std::uint64_t first_bl
   // and whose high half a dword swap (vpshufd, off the multiplier's port) moves down for the
   // XOR. What the high halves carry is never read: vpmuludq takes only the low halves. A round
   // is a chain of multiply, swap and XOR, so four independent vectors per step keep the ports
-  // busy: 0.22 ns per word on a Zen 5 core against 0.29 with two (and 0.33 with one).
+  // busy where one or two leave them idle (measured in bench/README.md).
   constexpr unsigned vectors = 4;
   static_assert(code_chunk / 4 % (8 * vectors) == 0, "a step must not write past `words`");
   const __m512i m0 = _mm512_set1_epi64(0xD2511F53u);
@@ -865,8 +866,8 @@ inline void philox_words(rng_key key, std::uint64_t step, std::uint64_t first_bl
 #elif defined(__AVX2__)
   // The AVX-512 kernel's layout with four blocks per vector: vpmuludq's whole products, a dword
   // swap for the high halves, and two XORs where AVX-512 has one three-way one. Compilers
-  // vectorize the portable loop below with a 32 <-> 64-bit lane shuffle per product, twice as
-  // slow.
+  // vectorize the portable loop below with a 32 <-> 64-bit lane shuffle per product, which is
+  // slower (bench/README.md, "Figures behind the code comments").
   const __m256i m0 = _mm256_set1_epi64x(0xD2511F53u);
   const __m256i m1 = _mm256_set1_epi64x(0xCD9E8D57u);
   const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
@@ -953,9 +954,9 @@ inline constexpr quant_range range_of = Asym ? quant_range::asymmetric : quant_r
 /// Decoded values of m codes in a group with record {a, b}: quantize::decode_value, the
 /// per-element definition the CUDA kernels call too. A finite record (every group without a
 /// NaN or Inf) takes its select-free form. This loop is the decode in builds without AVX2 and
-/// for code widths other than 2, 4 and 8; in an AVX2 build before decode64 had an AVX2 kernel,
-/// the select-free form took 8-bit decode from 0.5-0.6 to 0.35-0.5 ns/element, and the
-/// asymmetric range (two selects) to half.
+/// for code widths other than 2, 4 and 8. The select-free form is faster than one with the NaN
+/// selects, most of all for the asymmetric range (two selects; measured in bench/README.md,
+/// "Figures behind the code comments").
 template <unsigned B, bool Asym>
 COMMPRESS_FORCEINLINE void decode_values(const std::uint8_t* COMMPRESS_RESTRICT c, std::size_t m,
                                          float a, float b, float* COMMPRESS_RESTRICT out) {
@@ -1506,7 +1507,7 @@ inline constexpr std::size_t cast_streamed_elements = format::checksum_chunk_byt
 /// cast_encode of cast_streamed_elements elements into a 64-byte aligned `out`, whose codes go
 /// to memory with non-temporal stores and into `crc` (a fresh crc32c_streaming) from the
 /// registers, so the checksum chunk is neither read back nor owned in the cache before it is
-/// written (the cast row of issue 7). prefetch(i) once per 16 elements. Returns the NaN/Inf
+/// written (the cast row of bench/README.md). prefetch(i) once per 16 elements. Returns the NaN/Inf
 /// count.
 COMMPRESS_AVX512_BEGIN
 template <bool Bf16, bool Zero>

@@ -3,8 +3,8 @@
 #pragma once
 
 /// @file
-/// Exact top-k of one long fp32 row by a sampled threshold and a radix select (issue 7; perf.md
-/// B3, C5.5), so that a row costs about one streaming pass instead of std::nth_element over it.
+/// Exact top-k of one long fp32 row by a sampled threshold and a radix select (bench/README.md,
+/// "exact top-k"), so a row costs about one streaming pass instead of std::nth_element over it.
 ///
 /// Keys are |x| bit patterns (x's bits with the sign cleared) as unsigned integers: for
 /// non-negative floats, NaN and Inf included, their order is the magnitude order that
@@ -96,8 +96,8 @@ inline std::uint64_t keys_in_range(const std::uint32_t* src, std::uint64_t n, st
 /// touches at most the keys the previous one left; the range shrinks by 2^11 a round, hence at
 /// most three rounds, and on smooth data the second and third see a fraction of a percent of
 /// the keys. All of it is counting and compressing, where std::nth_element's partition
-/// mispredicts on random keys: over the ~10% candidate set of a row it cost about a third of
-/// the row's time.
+/// mispredicts on random keys: over the ~10% candidate set of a row it took a large share of
+/// the row's time (bench/README.md, "Figures behind the code comments").
 /// @param hist radix_select_bins counters
 /// @param scratch n words; may be `words`, which is then overwritten
 inline kth_key radix_select(const std::uint32_t* words, std::uint64_t n, std::uint64_t k,
@@ -224,7 +224,7 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
     __m512i above_lanes = _mm512_setzero_si512();
     for (; i + 16 <= d; i += 16) {
       // By hand, 2 KiB ahead: with the candidate stores in the loop, the hardware prefetcher
-      // alone left the pass about 1.4x slower (measured at k = 1% and 10%).
+      // alone left the pass slower (measured in bench/README.md).
       if (i + 512 < d)
         _mm_prefetch(reinterpret_cast<const char*>(x + i + 512), _MM_HINT_T0);
       __m512i v = _mm512_loadu_si512(x + i);
