@@ -1,0 +1,35 @@
+# SPDX-FileCopyrightText: 2026 commpress authors
+# SPDX-License-Identifier: Apache-2.0
+"""PyTorch adapters over the commpress binding (docs/python.md).
+
+- :class:`CompressionHook`: a DistributedDataParallel communication hook for any pipeline.
+- :class:`StageBoundary`: a pipeline-parallel stage boundary (activations forward, gradients
+  back), in one process or between stage processes.
+- :func:`reduce_scatter_compressed`, :func:`all_gather_shard_compressed`,
+  :func:`sharded_all_reduce_compressed`: the sharded path over a process group.
+"""
+
+from .ddp import CompressionHook, LayerPolicy, StepStats, tensor_id_of
+from .sharded import (
+    CollectiveStats,
+    ShardedState,
+    all_gather_shard_compressed,
+    make_sharded_state,
+    reduce_scatter_compressed,
+    sharded_all_reduce_compressed,
+)
+from .stage import StageBoundary
+
+__all__ = [
+    "CollectiveStats",
+    "CompressionHook",
+    "LayerPolicy",
+    "ShardedState",
+    "StageBoundary",
+    "StepStats",
+    "all_gather_shard_compressed",
+    "make_sharded_state",
+    "reduce_scatter_compressed",
+    "sharded_all_reduce_compressed",
+    "tensor_id_of",
+]

@@ -1,0 +1,358 @@
+# SPDX-FileCopyrightText: 2026 commpress authors
+# SPDX-License-Identifier: Apache-2.0
+"""A DistributedDataParallel communication hook for any commpress pipeline.
+
+The collective follows from the codec, as in the C++ collective layer (``codec_aggregation``,
+exposed as :func:`commpress.sum_compatible`):
+
+- ``all_reduce`` for codecs whose payloads sum (identity; random_k, whose ranks share the seed,
+  step and tensor id and so keep the same indices): the value arrays are summed in rank order
+  (all-gather rounds, as C++ ``all_reduce_options::rank_ordered``) and decoded once, times 1/N;
+- ``all_gather`` of the fixed-size payloads otherwise: every rank decodes every rank's payload
+  in rank order into the mean (C++ ``all_gather_compressed``);
+- ``sharded`` on request: reduce-scatter plus all-gather with the two error-feedback points
+  (C++ ``sharded_all_reduce_compressed``, see :mod:`commpress.torch.sharded`).
+
+Feedback state is kept per parameter name (each parameter is its own tensor, with tensor id
+crc32(name)), so DDP's bucket rebuild changes nothing. A layer policy sends small, 1-D and
+excluded tensors uncompressed through a plain all-reduce, and the first ``warmup_steps`` steps
+go uncompressed. Every call starts with a small all-gather of each rank's configuration, step
+and bucket, so a rank configured differently fails on every rank with commpress.Error instead
+of hanging in a collective of another size.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import zlib
+from dataclasses import dataclass, field, replace
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+
+from .. import _commpress as _cp
+from .. import errc, error
+from .sharded import CollectiveStats, ShardedState, make_sharded_state, rank_weight
+from .sharded import all_gather_shard_compressed, reduce_scatter_compressed
+
+_HEADER = 64  # payload header bytes (docs/wire-format.md)
+_CONFIG_BYTES = 512  # the configuration text every rank compares, zero-padded
+
+
+def tensor_id_of(name: str) -> int:
+    """The stable tensor id of a parameter: crc32 of its name (the same on every rank and run)."""
+    return zlib.crc32(name.encode()) & 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class LayerPolicy:
+    """Which parameters are compressed; the others go through a plain fp32 all-reduce."""
+
+    min_numel: int = 1024  #: tensors with fewer elements are sent uncompressed
+    compress_1d: bool = False  #: 1-D tensors (biases, norms) are sent uncompressed unless True
+    exclude: Tuple[str, ...] = ()  #: fnmatch patterns of parameter names sent uncompressed
+
+    def compressed(self, name: str, p: torch.Tensor) -> bool:
+        if p.numel() < self.min_numel:
+            return False
+        if p.dim() <= 1 and not self.compress_1d:
+            return False
+        return not any(fnmatch.fnmatchcase(name, pat) for pat in self.exclude)
+
+
+@dataclass
+class StepStats:
+    """What the hook did in one step (or, summed, over a run) on this rank."""
+
+    step: int = 0
+    bytes_sent: int = 0  #: bytes this rank sent, under each collective's bandwidth-optimal schedule
+    bytes_uncompressed: int = 0  #: what a ring fp32 all-reduce of the same gradients sends
+    nonfinite: int = 0  #: NaN/Inf gradient elements seen by the encoders
+    held: int = 0  #: feedback state elements kept because their update was non-finite
+    compressed: int = 0  #: tensors sent compressed
+    plain: int = 0  #: tensors sent uncompressed (layer policy, warm-up)
+
+    @property
+    def ratio(self) -> float:
+        """Compression ratio: uncompressed bytes over bytes sent."""
+        return self.bytes_uncompressed / self.bytes_sent if self.bytes_sent else 1.0
+
+    @property
+    def bytes_saved(self) -> int:
+        return self.bytes_uncompressed - self.bytes_sent
+
+    def add(self, other: "StepStats") -> None:
+        for f in ("bytes_sent", "bytes_uncompressed", "nonfinite", "held", "compressed", "plain"):
+            setattr(self, f, getattr(self, f) + getattr(other, f))
+
+
+class CompressionHook:
+    """``ddp.register_comm_hook(None, hook)`` (or ``hook.register(ddp)``) for a pipeline.
+
+    Args:
+        model: the module DDP wraps (or the DDP object): names its parameters.
+        pipe: a ``commpress.pipeline`` whose receiver keeps no state (feedback none, ef or loco).
+        process_group: the group DDP uses (default: the world).
+        seed: the random stream of every encode (random_k indices, stochastic rounding).
+        collective: ``"auto"`` (from the codec), ``"all_reduce"``, ``"all_gather"`` or
+            ``"sharded"``.
+        server: the second error-feedback point's pipeline of ``"sharded"`` (default: `pipe`).
+        layer_policy: which tensors go uncompressed.
+        warmup_steps: steps sent uncompressed before compression starts.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        pipe: Any,
+        *,
+        process_group: Optional[dist.ProcessGroup] = None,
+        seed: int = 0,
+        collective: str = "auto",
+        server: Any = None,
+        layer_policy: LayerPolicy = LayerPolicy(),
+        warmup_steps: int = 0,
+    ) -> None:
+        module = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+        self._names: Dict[int, str] = {id(p): n for n, p in module.named_parameters()}
+        self._numel: Dict[str, int] = {n: p.numel() for n, p in module.named_parameters()}
+        if not isinstance(pipe.make_receiver_state(0), _cp.no_state):
+            raise error(
+                errc.invalid_argument,
+                "ddp: the pipeline's receiver keeps state (ef21, aq_sgd); data parallelism needs "
+                "feedback none, ef or loco",
+            )
+        if collective == "auto":
+            collective = "all_reduce" if _cp.sum_compatible(pipe.codec) else "all_gather"
+        if collective not in ("all_reduce", "all_gather", "sharded"):
+            raise error(errc.invalid_argument, f"ddp: unknown collective {collective!r}")
+        if collective == "all_reduce" and not _cp.sum_compatible(pipe.codec):
+            raise error(
+                errc.invalid_argument,
+                f"ddp: {pipe.codec!r} payloads do not sum; use all_gather or sharded",
+            )
+        self.pipe = pipe
+        self.server = pipe if server is None else server
+        self.collective = collective
+        self.seed = int(seed)
+        self.layer_policy = layer_policy
+        self.warmup_steps = int(warmup_steps)
+        self.group = process_group
+        self.step = 0  #: optimizer steps seen (buckets of one backward pass share a step)
+        self.stats = StepStats()  #: the last completed step
+        self.totals = StepStats()  #: summed over the run
+        self._current = StepStats()
+        self._states: Dict[str, Any] = {}
+        self._config = (
+            f"commpress.ddp/1 pipe={pipe!r} server={self.server!r} collective={collective} "
+            f"seed={self.seed} warmup={self.warmup_steps} policy={layer_policy!r}"
+        )
+        self.buckets: List[List[str]] = []  #: parameter names of each bucket of the last step
+
+    # --- public API ----------------------------------------------------------------------------
+
+    def register(self, ddp: torch.nn.parallel.DistributedDataParallel) -> "CompressionHook":
+        ddp.register_comm_hook(None, self)
+        return self
+
+    def state_dict(self) -> Dict[str, Any]:
+        """This rank's hook state: the step and every parameter's feedback state blob."""
+        states: Dict[str, Any] = {}
+        for name, st in self._states.items():
+            tid = tensor_id_of(name)
+            states[name] = st.save(tid)
+        return {"config": self._config, "step": self.step, "states": states}
+
+    def load_state_dict(self, d: Dict[str, Any]) -> None:
+        """Restores :meth:`state_dict`; raises commpress.Error (and changes nothing) for a
+        checkpoint of another configuration or a corrupted blob."""
+        if d.get("config") != self._config:
+            raise error(
+                errc.codec_mismatch,
+                f"ddp: checkpoint made with {d.get('config')!r}, this hook is {self._config!r}",
+            )
+        states: Dict[str, Any] = {}
+        for name, blob in d["states"].items():
+            if name not in self._numel:
+                raise error(errc.size_mismatch, f"ddp: checkpoint has state for unknown parameter {name}")
+            st = self._make_state(name)
+            st.load(blob, tensor_id_of(name))
+            states[name] = st
+        self._states = states
+        self.step = int(d["step"])
+
+    def __call__(self, _state: Any, bucket: dist.GradBucket) -> torch.futures.Future:
+        world = dist.get_world_size(self.group)
+        params = bucket.parameters()
+        grads = bucket.gradients()
+        names = [self._names[id(p)] for p in params]
+        if bucket.index() == 0 or not self.buckets:
+            self.buckets = []
+        self.buckets.append(names)
+        self._check_peers(names)
+
+        stats = self._current
+        plain: List[Tuple[str, torch.Tensor]] = []
+        packed: List[Tuple[str, torch.Tensor]] = []
+        for name, p, g in zip(names, params, grads):
+            if self.step >= self.warmup_steps and self.layer_policy.compressed(name, p):
+                packed.append((name, g))
+            else:
+                plain.append((name, g))
+        for _, g in plain + packed:
+            stats.bytes_uncompressed += 2 * (world - 1) * 4 * g.numel() // world
+        self._plain_all_reduce(plain, world, stats)
+        if packed:
+            if self.collective == "all_gather":
+                self._all_gather(packed, world, stats)
+            elif self.collective == "all_reduce":
+                self._all_reduce(packed, world, stats)
+            else:
+                self._sharded(packed, world, stats)
+
+        if bucket.is_last():
+            stats.step = self.step
+            self.stats = stats
+            self.totals.add(stats)
+            self.totals.step = self.step
+            self._current = StepStats()
+            self.step += 1
+        fut: torch.futures.Future = torch.futures.Future()
+        fut.set_result(bucket.buffer())
+        return fut
+
+    # --- the collectives -----------------------------------------------------------------------
+
+    def _ctx(self, name: str) -> Any:
+        return _cp.context(seed=self.seed, step=self.step, tensor_id=tensor_id_of(name))
+
+    def _make_state(self, name: str) -> Any:
+        n = self._numel[name]
+        if self.collective == "sharded":
+            world = dist.get_world_size(self.group)
+            rank = dist.get_rank(self.group)
+            return make_sharded_state(self.pipe, n, world, rank, self.server)
+        return self.pipe.make_state(n)
+
+    def _state(self, name: str) -> Any:
+        st = self._states.get(name)
+        if st is None:
+            st = self._states[name] = self._make_state(name)
+        return st
+
+    def _check_peers(self, names: Sequence[str]) -> None:
+        """All-gathers (configuration, step, bucket) and refuses to go on, on every rank, when
+        any rank differs: the collectives that follow would otherwise mismatch or hang."""
+        text = self._config.encode()[:_CONFIG_BYTES]
+        mine = torch.zeros(_CONFIG_BYTES + 16, dtype=torch.uint8)
+        mine[: len(text)] = torch.frombuffer(bytearray(text), dtype=torch.uint8)
+        digest = hashlib.sha256("\0".join(names).encode()).digest()[:8]
+        tail = self.step.to_bytes(8, "little") + digest
+        mine[_CONFIG_BYTES:] = torch.frombuffer(bytearray(tail), dtype=torch.uint8)
+        world = dist.get_world_size(self.group)
+        everyone = [torch.empty_like(mine) for _ in range(world)]
+        dist.all_gather(everyone, mine, group=self.group)
+        me = dist.get_rank(self.group)
+        for r, theirs in enumerate(everyone):
+            if torch.equal(theirs, mine):
+                continue
+            other = bytes(theirs[:_CONFIG_BYTES].tolist()).rstrip(b"\0").decode(errors="replace")
+            if other != self._config:
+                raise error(
+                    errc.codec_mismatch,
+                    f"ddp: rank {r} is configured as [{other}] but rank {me} as [{self._config}]",
+                )
+            step = int.from_bytes(bytes(theirs[_CONFIG_BYTES : _CONFIG_BYTES + 8].tolist()), "little")
+            if step != self.step:
+                raise error(errc.stream_mismatch, f"ddp: rank {r} is at step {step}, rank {me} at {self.step}")
+            raise error(errc.size_mismatch, f"ddp: rank {r} reduces another bucket of parameters than rank {me}")
+
+    def _plain_all_reduce(self, items: List[Tuple[str, torch.Tensor]], world: int, stats: StepStats) -> None:
+        """Uncompressed, as DDP's default hook: divide by N, then all-reduce."""
+        if not items:
+            return
+        flat = torch.cat([g.reshape(-1) for _, g in items]).div_(world)
+        dist.all_reduce(flat, group=self.group)
+        off = 0
+        for _, g in items:
+            g.copy_(flat[off : off + g.numel()].view_as(g))
+            off += g.numel()
+        stats.plain += len(items)
+        stats.bytes_sent += 2 * (world - 1) * flat.element_size() * flat.numel() // world
+
+    def _encode_all(self, items: List[Tuple[str, torch.Tensor]], stats: StepStats) -> Tuple[torch.Tensor, List[int]]:
+        """Every tensor's payload, one after another in one buffer (one fixed-size slot each)."""
+        slots = [int(self.pipe.max_payload_bytes(g.numel())) for _, g in items]
+        send = torch.zeros(sum(slots), dtype=torch.uint8)
+        off = 0
+        for (name, g), slot in zip(items, slots):
+            r = _cp.encode(self.pipe, self._state(name), self._ctx(name), g, send[off : off + slot])
+            stats.nonfinite += r.nonfinite
+            stats.held += r.held
+            off += slot
+        stats.compressed += len(items)
+        return send, slots
+
+    def _all_gather(self, items: List[Tuple[str, torch.Tensor]], world: int, stats: StepStats) -> None:
+        send, slots = self._encode_all(items, stats)
+        gathered = [torch.empty_like(send) for _ in range(world)]
+        dist.all_gather(gathered, send, group=self.group)
+        w = rank_weight(world)
+        off = 0
+        for (_, g), slot in zip(items, slots):
+            mean = torch.zeros(g.numel(), dtype=torch.float32)
+            for r in range(world):  # rank order: every rank adds the same bytes the same way
+                _cp.decode_accumulate(self.pipe, gathered[r][off : off + slot], mean, w)
+            g.copy_(mean.view_as(g))
+            off += slot
+        stats.bytes_sent += (world - 1) * send.numel()
+
+    def _all_reduce(self, items: List[Tuple[str, torch.Tensor]], world: int, stats: StepStats) -> None:
+        send, slots = self._encode_all(items, stats)
+        codec = self.pipe.codec
+        is_random_k = isinstance(codec, _cp.random_k)
+        values: List[torch.Tensor] = []
+        off = 0
+        for (_, g), slot in zip(items, slots):
+            payload = send[off : off + slot]
+            if is_random_k:
+                values.append(torch.from_numpy(_cp.random_k_values(codec, payload)))
+            else:  # identity: the body is the tensor as fp32 (docs/wire-format.md)
+                values.append(payload[_HEADER:].view(torch.float32))
+            off += slot
+        flat = torch.cat(values) if values else torch.zeros(0)
+        # Rank order, x_0 + x_1 + ... + x_{N-1}: the same bits on every rank and every run.
+        gathered = [torch.empty_like(flat) for _ in range(world)]
+        dist.all_gather(gathered, flat, group=self.group)
+        total = gathered[0].clone()
+        for r in range(1, world):
+            total += gathered[r]
+        w = rank_weight(world)
+        off = 0
+        for (name, g), v in zip(items, values):
+            part = total[off : off + v.numel()]
+            if is_random_k:
+                out = torch.empty(g.numel(), dtype=torch.float32)
+                _cp.random_k_decode_sum(codec, self._ctx(name), part, out)
+            else:
+                out = part.clone()
+            if w != 1.0:
+                out.mul_(w)
+            g.copy_(out.view_as(g))
+            off += v.numel()
+        stats.bytes_sent += (world - 1) * 4 * flat.numel()
+
+    def _sharded(self, items: List[Tuple[str, torch.Tensor]], world: int, stats: StepStats) -> None:
+        cs = CollectiveStats()
+        for name, g in items:
+            st: ShardedState = self._state(name)
+            ctx = self._ctx(name)
+            shard = reduce_scatter_compressed(g, st, ctx, self.group, stats=cs)
+            full = all_gather_shard_compressed(shard, st, ctx, self.group, stats=cs)
+            g.copy_(full.view_as(g))
+        stats.compressed += len(items)
+        stats.nonfinite += cs.nonfinite
+        stats.held += cs.held
+        stats.bytes_sent += cs.wire_bytes
