@@ -21,12 +21,11 @@ and bucket, so a rank configured differently fails on every rank with commpress.
 of hanging in a collective of another size.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: DDP checks __call__'s annotations as objects.
 import fnmatch
 import hashlib
 import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -89,7 +88,7 @@ class StepStats:
 
 
 class CompressionHook:
-    """``ddp.register_comm_hook(None, hook)`` (or ``hook.register(ddp)``) for a pipeline.
+    """``hook.register(ddp)``, or ``ddp.register_comm_hook(None, hook.hook)``, for a pipeline.
 
     Args:
         model: the module DDP wraps (or the DDP object): names its parameters.
@@ -154,7 +153,7 @@ class CompressionHook:
     # --- public API ----------------------------------------------------------------------------
 
     def register(self, ddp: torch.nn.parallel.DistributedDataParallel) -> "CompressionHook":
-        ddp.register_comm_hook(None, self)
+        ddp.register_comm_hook(None, self.hook)
         return self
 
     def state_dict(self) -> Dict[str, Any]:
@@ -183,7 +182,8 @@ class CompressionHook:
         self._states = states
         self.step = int(d["step"])
 
-    def __call__(self, _state: Any, bucket: dist.GradBucket) -> torch.futures.Future:
+    def hook(self, _state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+        """The communication hook: ``ddp.register_comm_hook(None, hook.hook)``."""
         world = dist.get_world_size(self.group)
         params = bucket.parameters()
         grads = bucket.gradients()

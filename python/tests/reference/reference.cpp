@@ -134,6 +134,7 @@ template <class P> void pipeline_case(const std::string& name, const P& pipe) {
     const std::vector<float> x = input(n, static_cast<int>(s) + 1);
     const cp::context ctx{.seed = 5, .step = s, .tensor_id = pipeline_tensor};
     const std::string base = "pipeline/" + name + "/" + std::to_string(s);
+    record(base + "/input", x);
     const cp::step_result r = cp::encode(cp::cpu::seq, pipe, tx, ctx, std::span<const float>(x),
                                          std::span(payload), std::span(ws));
     record(base + "/payload", std::span<const std::byte>(payload).first(r.bytes));
@@ -161,6 +162,7 @@ template <class P> void aq_case(const std::string& name, const P& pipe) {
       ids[r] = (s * 3 + r) % aq_samples;
     const cp::context ctx{.seed = 5, .step = s, .tensor_id = pipeline_tensor};
     const std::string base = "pipeline/" + name + "/" + std::to_string(s);
+    record(base + "/input", x);
     const cp::step_result r =
         cp::encode(cp::cpu::seq, pipe, tx, ctx, std::span<const std::uint64_t>(ids),
                    std::span<const float>(x), std::span(payload), std::span(ws));

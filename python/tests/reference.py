@@ -1,0 +1,123 @@
+# SPDX-FileCopyrightText: 2026 commpress authors
+# SPDX-License-Identifier: Apache-2.0
+"""The Python side of tests/reference/reference.cpp: its records file and the configurations it
+runs, written again with the binding's classes (keep the three tables in step with the C++)."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+from pathlib import Path
+from typing import Dict
+
+import numpy as np
+
+import commpress as cp
+
+
+def load_records(path: Path) -> Dict[str, bytes]:
+    """[u32 name length][name][u64 data length][data]... as a dict."""
+    data = path.read_bytes()
+    out: Dict[str, bytes] = {}
+    pos = 0
+    while pos < len(data):
+        (n,) = struct.unpack_from("<I", data, pos)
+        name = data[pos + 4 : pos + 4 + n].decode()
+        (m,) = struct.unpack_from("<Q", data, pos + 4 + n)
+        start = pos + 12 + n
+        out[name] = data[start : start + m]
+        pos = start + m
+    return out
+
+
+def run_reference(tmp: Path) -> Dict[str, bytes]:
+    """Runs the C++ reference program named by COMMPRESS_PY_REFERENCE into `tmp`."""
+    exe = os.environ.get("COMMPRESS_PY_REFERENCE")
+    if not exe:
+        raise FileNotFoundError("COMMPRESS_PY_REFERENCE is not set")
+    out = tmp / "reference.bin"
+    subprocess.run([exe, str(out)], check=True, timeout=120)
+    return load_records(out)
+
+
+def floats(b: bytes) -> np.ndarray:
+    return np.frombuffer(b, dtype=np.float32)
+
+
+# fuzz/codec_table.hpp, configuration by configuration.
+CODECS = [
+    cp.identity(),
+    cp.cast(to=cp.dtype.bf16),
+    cp.cast(to=cp.dtype.f16),
+    cp.top_k(fraction=0.25),
+    cp.top_k(count=3, row_length=8, values=cp.dtype.f16),
+    cp.top_k(fraction=0.9, values=cp.dtype.bf16),
+    cp.top_k(fraction=0.0),
+    cp.random_k(count=4),
+    cp.random_k(fraction=0.5, unbiased=True, values=cp.dtype.bf16),
+    cp.random_k(fraction=1.0, values=cp.dtype.f16),
+    cp.sign(),
+    cp.sign(granularity=cp.sign_granularity.block, block=5, scale=cp.sign_scale.rms),
+    cp.quantize(bits=4, granularity=cp.scale_granularity.block, group=8),
+    cp.quantize(
+        bits=8,
+        granularity=cp.scale_granularity.tensor,
+        group=0,
+        range=cp.quant_range.asymmetric,
+        round=cp.rounding.stochastic,
+    ),
+    cp.quantize(bits=3, granularity=cp.scale_granularity.column, group=4, range=cp.quant_range.asymmetric),
+    cp.quantize(bits=1, granularity=cp.scale_granularity.block, group=16, range=cp.quant_range.asymmetric),
+    cp.quantize(bits=2, granularity=cp.scale_granularity.block, group=3, round=cp.rounding.stochastic),
+    cp.quantize(bits=5, granularity=cp.scale_granularity.column, group=2),
+    cp.top_k(count=2, row_length=1000),
+]
+CODEC_CTX = cp.context(seed=42, step=3, tensor_id=7)
+
+# reference.cpp pipelines().
+PIPELINES = {
+    "ef_quantize": cp.pipeline(cp.ef(), cp.quantize(bits=4, group=64)),
+    "ef21_top_k": cp.pipeline(cp.ef21(), cp.top_k(fraction=0.1)),
+    "loco_int8_quantize": cp.pipeline(
+        cp.loco(beta=0.8, reset_every=3, storage=cp.store_int8), cp.quantize(bits=4, group=128)
+    ),
+    "loco_int4_sign": cp.pipeline(cp.loco(beta=0.5, reset_every=0, storage=cp.store_int4), cp.sign()),
+    "loco_bf16_random_k": cp.pipeline(cp.loco(storage=cp.store_bf16), cp.random_k(fraction=0.25)),
+    "loco_f32_cast": cp.pipeline(cp.loco(beta=0.3), cp.cast(to=cp.dtype.f16)),
+    "none_quantize": cp.pipeline(
+        cp.none(),
+        cp.quantize(
+            bits=8,
+            granularity=cp.scale_granularity.tensor,
+            group=0,
+            range=cp.quant_range.asymmetric,
+            round=cp.rounding.stochastic,
+        ),
+    ),
+}
+AQ_SAMPLES, AQ_ROW, AQ_ROWS = 6, 50, 4
+AQ_PIPELINES = {
+    "aq_int4_quantize": cp.pipeline(
+        cp.aq_sgd(AQ_SAMPLES, AQ_ROW, warmup_steps=1, storage=cp.store_int4), cp.quantize(bits=4, group=25)
+    ),
+    "aq_f32_top_k": cp.pipeline(cp.aq_sgd(AQ_SAMPLES, AQ_ROW, warmup_steps=0), cp.top_k(fraction=0.2)),
+}
+PIPELINE_N, PIPELINE_STEPS, PIPELINE_TENSOR = 1000, 4, 11
+
+# reference.cpp channels(): (activation pipeline, gradient pipeline, keyed by sample).
+CHANNEL_ROWS, CHANNEL_COLS, CHANNEL_STEPS = 4, 30, 3
+CHANNELS = {
+    "ef21_top_k__ef_q8": (
+        cp.pipeline(cp.ef21(), cp.top_k(fraction=0.1)),
+        cp.pipeline(cp.ef(), cp.quantize(bits=8, group=64)),
+        False,
+    ),
+    "aq_int4__cast": (
+        cp.pipeline(
+            cp.aq_sgd(8, CHANNEL_COLS, warmup_steps=1, storage=cp.store_int4), cp.quantize(bits=4, group=30)
+        ),
+        cp.pipeline(cp.none(), cp.cast(to=cp.dtype.bf16)),
+        True,
+    ),
+}

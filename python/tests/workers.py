@@ -1,0 +1,174 @@
+# SPDX-FileCopyrightText: 2026 commpress authors
+# SPDX-License-Identifier: Apache-2.0
+"""What the multi-process tests run on each rank, and the single-process replays they are
+compared with. Every rank's data is a function of (rank, step), so the test process can replay
+a whole run alone with the binding's encode / decode calls."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import commpress as cp
+from commpress.torch import CompressionHook, LayerPolicy, StageBoundary, tensor_id_of
+
+COMPRESS_ALL = LayerPolicy(min_numel=0, compress_1d=True)
+SEED = 1234
+
+
+class Net(torch.nn.Module):
+    """Registered in another order than used, so DDP's rebuilt buckets (ordered by when the
+    gradients become ready) differ from its first ones (reverse registration order)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out = torch.nn.Linear(64, 10)
+        self.inp = torch.nn.Linear(20, 32)
+        self.hidden = torch.nn.Linear(32, 64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(F.relu(self.hidden(F.relu(self.inp(x)))))
+
+
+def make_net() -> Net:
+    torch.manual_seed(0)
+    return Net()
+
+
+def batch(rank: int, step: int):
+    g = torch.Generator().manual_seed(1000 * rank + step)
+    return torch.randn(16, 20, generator=g), torch.randint(0, 10, (16,), generator=g)
+
+
+def loss_of(model: torch.nn.Module, rank: int, step: int) -> torch.Tensor:
+    x, y = batch(rank, step)
+    return F.cross_entropy(model(x), y)
+
+
+def pipelines() -> Dict[str, Any]:
+    return {
+        "identity": cp.pipeline(cp.none(), cp.identity()),
+        "loco4": cp.pipeline(
+            cp.loco(beta=0.8, storage=cp.store_int8), cp.quantize(bits=4, granularity=cp.scale_granularity.block, group=128)
+        ),
+        "ef_random_k": cp.pipeline(cp.ef(), cp.random_k(fraction=0.25)),
+        "ef_sign": cp.pipeline(cp.ef(), cp.sign(scale=cp.sign_scale.rms)),
+    }
+
+
+def params_of(model: torch.nn.Module) -> Dict[str, bytes]:
+    return {n: p.detach().numpy().tobytes() for n, p in model.named_parameters()}
+
+
+def grads_of(model: torch.nn.Module) -> Dict[str, bytes]:
+    return {n: p.grad.numpy().tobytes() for n, p in model.named_parameters()}
+
+
+# --- DDP scenarios ------------------------------------------------------------------------------
+
+
+def ddp_identity(rank: int, world: int) -> Dict[str, Any]:
+    """One step: the identity hook's gradients, stock DDP's, and this rank's local gradients."""
+    hooked = DDP(make_net())
+    CompressionHook(hooked, pipelines()["identity"], layer_policy=COMPRESS_ALL, seed=SEED).register(hooked)
+    stock = DDP(make_net())
+    local = make_net()
+    for m in (hooked, stock, local):
+        loss_of(m, rank, 0).backward()
+    return {"hooked": grads_of(hooked.module), "stock": grads_of(stock.module), "local": grads_of(local)}
+
+
+def ddp_train(rank: int, world: int, pipe_name: str, collective: str, steps: int) -> Dict[str, Any]:
+    """`steps` SGD steps with the hook; final parameters, bucket layouts and statistics."""
+    model = DDP(make_net(), bucket_cap_mb=0.004)
+    hook = CompressionHook(model, pipelines()[pipe_name], layer_policy=COMPRESS_ALL, seed=SEED, collective=collective)
+    hook.register(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    buckets: List[List[List[str]]] = []
+    for step in range(steps):
+        opt.zero_grad()
+        loss_of(model, rank, step).backward()
+        buckets.append([list(b) for b in hook.buckets])
+        opt.step()
+    return {
+        "params": params_of(model.module),
+        "buckets": buckets,
+        "ratio": hook.totals.ratio,
+        "sent": hook.totals.bytes_sent,
+        "compressed": hook.totals.compressed,
+    }
+
+
+def ddp_checkpoint(rank: int, world: int, folder: str, phase: str, steps: int, at: int) -> Dict[str, bytes]:
+    """phase "full": `steps` steps, saving a checkpoint after step `at`; "resume": new
+    processes that load it and run the remaining steps."""
+    model = DDP(make_net(), bucket_cap_mb=0.004)
+    hook = CompressionHook(model, pipelines()["loco4"], layer_policy=COMPRESS_ALL, seed=SEED).register(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    path = Path(folder) / f"rank{rank}.pt"
+    first = 0
+    if phase == "resume":
+        ck = torch.load(path)
+        model.module.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        hook.load_state_dict(ck["hook"])
+        first = at
+    for step in range(first, steps):
+        opt.zero_grad()
+        loss_of(model, rank, step).backward()
+        opt.step()
+        if phase == "full" and step + 1 == at:
+            torch.save({"model": model.module.state_dict(), "opt": opt.state_dict(), "hook": hook.state_dict()}, path)
+    return params_of(model.module)
+
+
+def ddp_mismatch(rank: int, world: int) -> str:
+    """Rank 1 runs 8-bit quantization, the others 4-bit: every rank must fail, quickly."""
+    model = DDP(make_net())
+    bits = 8 if rank == 1 else 4
+    CompressionHook(model, cp.pipeline(cp.ef(), cp.quantize(bits=bits)), layer_policy=COMPRESS_ALL).register(model)
+    start = time.monotonic()
+    try:
+        loss_of(model, rank, 0).backward()
+    except Exception as e:  # noqa: BLE001
+        return f"{time.monotonic() - start:.1f}s {e}"
+    return "no error"
+
+
+# --- stage boundary across two processes --------------------------------------------------------
+
+
+def stage_pair(rank: int, world: int, records: str, name: str) -> Dict[str, bytes]:
+    """Rank 0 is stage i (role "send"), rank 1 stage i + 1 (role "recv"); the inputs are the
+    C++ reference's, the outputs what each process reconstructs."""
+    from reference import CHANNEL_COLS, CHANNEL_ROWS, CHANNEL_STEPS, CHANNELS, floats, load_records
+
+    ref = load_records(Path(records))
+    act, grad, keyed = CHANNELS[name]
+    shape = (CHANNEL_ROWS, CHANNEL_COLS)
+    b = StageBoundary(act, grad, shape, seed=9, tensor_id=100, role="send" if rank == 0 else "recv", peer=1 - rank)
+    got: Dict[str, bytes] = {}
+    for s in range(CHANNEL_STEPS + 1):
+        base = f"channel/{name}/{s}"
+        inference = s == CHANNEL_STEPS
+        b.enabled = not inference
+        if rank == 0:
+            x = torch.from_numpy(floats(ref[base + "/act_in"]).copy()).view(shape).requires_grad_(not inference)
+            ids = np.frombuffer(ref[base + "/ids"], np.uint64) if keyed else None
+            h = b(x, ids)
+            if not inference:
+                h.backward()
+                got[base + "/grad_out"] = x.grad.numpy().tobytes()
+        else:
+            y = b.receive()
+            got[base + "/act_out"] = y.detach().numpy().tobytes()
+            if not inference:
+                y.backward(torch.from_numpy(floats(ref[base + "/grad_in"]).copy()).view(shape))
+    return got
