@@ -624,4 +624,5 @@ NB_MODULE(_commpress, m) {
             "library's host and CUDA entry points over DLPack arrays).";
   commpress::py::bind_types(m);
   commpress::py::bind_api(m);
+  commpress::py::bind_optim(m);
 }

@@ -172,3 +172,25 @@ def stage_pair(rank: int, world: int, records: str, name: str) -> Dict[str, byte
             if not inference:
                 y.backward(torch.from_numpy(floats(ref[base + "/grad_in"]).copy()).view(shape))
     return got
+
+
+# --- 1-bit Adam over a torch.distributed communicator -------------------------------------------
+
+
+def onebit(rank: int, world: int, pipe_name: str, freeze: int, steps: int) -> Dict[str, Any]:
+    """C++ onebit_adam over TorchCommunicator on a fixed quadratic's gradients."""
+    from commpress.torch import TorchCommunicator
+
+    n = 300
+    cfg = cp.onebit_adam_config(lr=0.01, freeze_step=freeze)
+    opt = cp.onebit_adam(TorchCommunicator(), pipelines()[pipe_name], cfg, n)
+    st, err = opt.make_state(), opt.make_feedback_state()
+    params = np.linspace(-1, 1, n, dtype=np.float32)
+    grads_seen, sent, flags = [], [], []
+    for step in range(steps):
+        g = ((params - 0.25 * (rank + 1)) * np.float32(rank + 1)).astype(np.float32)
+        grads_seen.append(g.tobytes())
+        r = opt.step(cp.context(seed=3, step=step, tensor_id=1), st, err, params, g)
+        sent.append(r.payload_bytes)
+        flags.append(opt.compressing(st))
+    return {"params": params.tobytes(), "grads": grads_seen, "sent": sent, "compressing": flags}

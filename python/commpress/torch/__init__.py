@@ -7,8 +7,11 @@
   back), in one process or between stage processes.
 - :func:`reduce_scatter_compressed`, :func:`all_gather_shard_compressed`,
   :func:`sharded_all_reduce_compressed`: the sharded path over a process group.
+- :class:`TorchCommunicator`: the C++ communicator concept over a process group, for
+  ``commpress.onebit_adam``.
 """
 
+from .comm import TorchCommunicator
 from .ddp import CompressionHook, LayerPolicy, StepStats, tensor_id_of
 from .sharded import (
     CollectiveStats,
@@ -32,4 +35,5 @@ __all__ = [
     "reduce_scatter_compressed",
     "sharded_all_reduce_compressed",
     "tensor_id_of",
+    "TorchCommunicator",
 ]

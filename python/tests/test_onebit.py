@@ -1,0 +1,42 @@
+# SPDX-FileCopyrightText: 2026 commpress authors
+# SPDX-License-Identifier: Apache-2.0
+"""C++ onebit_adam through the binding, over TorchCommunicator on 2 gloo processes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import commpress as cp
+from dist_util import run_ranks
+from workers import onebit
+
+
+def test_warmup_is_adamw_on_the_rank_ordered_mean():
+    steps, world = 3, 2
+    res = run_ranks(onebit, world, "ef_sign", 100, steps)
+    assert res[0]["params"] == res[1]["params"]
+    # Replay: mean = 0 + w g_0 + w g_1 (decode_accumulate of identity payloads), then adamw.
+    cfg = cp.onebit_adam_config(lr=0.01, freeze_step=100)
+    adamw = cfg.warmup_optimizer()
+    st = adamw.make_state(300)
+    params = np.linspace(-1, 1, 300, dtype=np.float32)
+    w = np.float32(1) / np.float32(world)
+    for s in range(steps):
+        mean = np.zeros(300, np.float32)
+        for r in range(world):
+            mean = (mean + w * np.frombuffer(res[r]["grads"][s], np.float32)).astype(np.float32)
+        adamw.step(st, params, mean)
+    assert params.tobytes() == res[0]["params"]
+
+
+def test_compression_stage_sends_one_bit():
+    res = run_ranks(onebit, 2, "ef_sign", 2, 5)
+    assert res[0]["params"] == res[1]["params"]
+    # compressing() after each step: the state's step count reaches freeze_step after step 1.
+    assert res[0]["compressing"] == [False, True, True, True, True]
+    assert res[0]["sent"][1] == res[0]["sent"][0] and res[0]["sent"][2] == res[0]["sent"][4]
+    warm, compressed = res[0]["sent"][0], res[0]["sent"][-1]
+    assert warm == 64 + 4 * 300 and compressed == 64 + 4 + (300 + 7) // 8
+    with pytest.raises(cp.Error):
+        cp.onebit_adam(object(), cp.pipeline(cp.ef21(), cp.sign()), cp.onebit_adam_config(), 10)
