@@ -121,3 +121,12 @@ CHANNELS = {
         True,
     ),
 }
+
+# reference.cpp sharded(): (worker pipeline, server pipeline), n, steps.
+SHARDED = {
+    "ef_q4__ef_sign": (
+        cp.pipeline(cp.ef(), cp.quantize(bits=4, group=16)),
+        cp.pipeline(cp.ef(), cp.sign(granularity=cp.sign_granularity.block, block=16, scale=cp.sign_scale.rms)),
+    ),
+}
+SHARDED_N, SHARDED_STEPS = 1003, 3

@@ -140,3 +140,17 @@ def test_mismatched_codec_fails_every_rank_quickly(world):
     for r, text in enumerate(errors):
         assert "codec mismatch" in text and "quantize(bits=8" in text, f"rank {r}: {text}"
         assert float(text.split("s ", 1)[0]) < 60.0
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_sharded_functions_equal_the_cpp_collective(ref, ref_file, world):
+    from reference import SHARDED, SHARDED_STEPS
+    from workers import sharded_pair
+
+    for name in SHARDED:
+        results = run_ranks(sharded_pair, world, str(ref_file), name)
+        for r in range(world):
+            for s in range(SHARDED_STEPS):
+                base = f"sharded/{name}/{world}/{r}/{s}"
+                assert results[r][s]["shard"] == ref[base + "/shard"], base
+                assert results[r][s]["out"] == ref[base + "/out"], base

@@ -194,3 +194,24 @@ def onebit(rank: int, world: int, pipe_name: str, freeze: int, steps: int) -> Di
         sent.append(r.payload_bytes)
         flags.append(opt.compressing(st))
     return {"params": params.tobytes(), "grads": grads_seen, "sent": sent, "compressing": flags}
+
+
+# --- the sharded collective against the C++ one ------------------------------------------------
+
+
+def sharded_pair(rank: int, world: int, records: str, name: str) -> List[Dict[str, bytes]]:
+    """reduce_scatter_compressed then all_gather_shard_compressed on the C++ reference's inputs."""
+    from commpress.torch import all_gather_shard_compressed, make_sharded_state, reduce_scatter_compressed
+    from reference import SHARDED, SHARDED_N, SHARDED_STEPS, floats, load_records
+
+    ref = load_records(Path(records))
+    worker, server = SHARDED[name]
+    st = make_sharded_state(worker, SHARDED_N, world, rank, server)
+    got = []
+    for s in range(SHARDED_STEPS):
+        x = torch.from_numpy(floats(ref[f"sharded/{name}/{world}/{rank}/{s}/in"]).copy())
+        ctx = cp.context(seed=13, step=s, tensor_id=21)
+        shard = reduce_scatter_compressed(x, st, ctx)
+        out = all_gather_shard_compressed(shard, st, ctx)
+        got.append({"shard": shard.numpy().tobytes(), "out": out.numpy().tobytes()})
+    return got

@@ -14,6 +14,7 @@
 ///
 /// Usage: commpress_python_reference <output file>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -29,6 +30,8 @@
 #include "commpress/backend/cpu/sign.hpp"
 #include "commpress/backend/cpu/top_k.hpp"
 #include "commpress/codec_ops.hpp"
+#include "commpress/collective/collective.hpp"
+#include "commpress/comm/loopback.hpp"
 #include "commpress/pipeline/channel.hpp"
 #include "commpress/pipeline/pipeline.hpp"
 
@@ -267,6 +270,59 @@ void channels() {
                cp::pipeline<cp::none, cp::cast>{{}, {.to = cp::dtype::bf16}}, true);
 }
 
+// --- the sharded collective ------------------------------------------------------------------
+
+constexpr std::uint64_t sharded_n = 1003; // not a multiple of the ranks or of the blocks
+constexpr std::uint64_t sharded_steps = 3;
+
+/// sharded_all_reduce_compressed's two halves on `ranks` loopback ranks (threads): each rank's
+/// input, its shard (reduce-scatter) and the full result, per step.
+template <class W, class S>
+void sharded_case(const std::string& name, const W& worker, const S& server, int ranks) {
+  struct rank_out {
+    std::vector<std::vector<float>> in, shard, out;
+  };
+  std::vector<rank_out> got(static_cast<std::size_t>(ranks));
+  cp::loopback_world world(ranks, std::chrono::milliseconds(60000));
+  world.run([&](cp::loopback_communicator& comm) {
+    const int r = static_cast<int>(comm.rank());
+    const cp::sharded_plan<W, S> plan(worker, server, sharded_n, ranks);
+    auto st = plan.make_state(r);
+    std::vector<std::byte> ws(plan.workspace_bytes());
+    rank_out& mine = got[static_cast<std::size_t>(r)];
+    for (std::uint64_t s = 0; s < sharded_steps; ++s) {
+      const cp::context ctx{.seed = 13, .step = s, .tensor_id = 21};
+      const std::vector<float> x = input(sharded_n, 30 + 10 * r + static_cast<int>(s));
+      std::vector<float> shard(plan.shard_size(r)), out(sharded_n);
+      cp::reduce_scatter_compressed(comm, cp::cpu::seq, plan, st, ctx, std::span<const float>(x),
+                                    std::span(shard), std::span(ws));
+      cp::all_gather_shard_compressed(comm, cp::cpu::seq, plan, st, ctx,
+                                      std::span<const float>(shard), std::span(out), std::span(ws));
+      mine.in.push_back(x);
+      mine.shard.push_back(shard);
+      mine.out.push_back(out);
+    }
+  });
+  for (int r = 0; r < ranks; ++r)
+    for (std::uint64_t s = 0; s < sharded_steps; ++s) {
+      const std::string base = "sharded/" + name + "/" + std::to_string(ranks) + "/" +
+                               std::to_string(r) + "/" + std::to_string(s);
+      const rank_out& o = got[static_cast<std::size_t>(r)];
+      record(base + "/in", o.in[s]);
+      record(base + "/shard", o.shard[s]);
+      record(base + "/out", o.out[s]);
+    }
+}
+
+void sharded() {
+  // Keep in step with SHARDED in python/tests/reference.py.
+  const cp::pipeline<cp::ef, cp::quantize> worker{{}, {.bits = 4, .group = 16}};
+  const cp::pipeline<cp::ef, cp::sign> server{
+      {}, {.granularity = cp::sign_granularity::block, .block = 16, .scale = cp::sign_scale::rms}};
+  for (int ranks : {2, 4})
+    sharded_case("ef_q4__ef_sign", worker, server, ranks);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -282,5 +338,6 @@ int main(int argc, char** argv) {
   codecs();
   pipelines();
   channels();
+  sharded();
   return std::fclose(out_file) == 0 ? 0 : 1;
 }
