@@ -48,7 +48,9 @@ def _empty_like(like: Any, shape: tuple, dtype: str) -> Any:
         import torch
 
         return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
-    return np.empty(shape, dtype=np.dtype(dtype) if dtype != "bfloat16" else np.float32)
+    if dtype == "bfloat16":
+        raise error(errc.invalid_argument, "python: NumPy has no bfloat16; decode into a torch tensor")
+    return np.empty(shape, dtype=np.dtype(dtype))
 
 
 def compress(

@@ -154,3 +154,20 @@ def test_sharded_functions_equal_the_cpp_collective(ref, ref_file, world):
                 base = f"sharded/{name}/{world}/{r}/{s}"
                 assert results[r][s]["shard"] == ref[base + "/shard"], base
                 assert results[r][s]["out"] == ref[base + "/out"], base
+
+
+def test_layer_policy_warmup_and_statistics():
+    from workers import ddp_policy
+
+    stats = run_ranks(ddp_policy, 2)
+    for r in range(2):
+        s0, s1, s2 = stats[r]
+        assert [s["step"] for s in stats[r]] == [0, 1, 2]
+        # Warm-up: all six tensors plain, as DDP's own all-reduce.
+        assert s0["compressed"] == 0 and s0["plain"] == 6 and s0["bytes_sent"] == s0["bytes_uncompressed"]
+        # After it: inp.weight and hidden.weight compressed; biases and out.* (excluded) plain.
+        assert s1["compressed"] == 2 and s1["plain"] == 4 and s1["bytes_sent"] < s1["bytes_uncompressed"]
+        assert s1["nonfinite"] == 0 and s1["held"] == 0
+    # Rank 0's NaN is counted where it entered; the NaN block's state is held, not poisoned.
+    assert stats[0][2]["nonfinite"] == 1 and stats[0][2]["held"] > 0
+    assert stats[1][2]["nonfinite"] == 0

@@ -215,3 +215,31 @@ def sharded_pair(rank: int, world: int, records: str, name: str) -> List[Dict[st
         out = all_gather_shard_compressed(shard, st, ctx)
         got.append({"shard": shard.numpy().tobytes(), "out": out.numpy().tobytes()})
     return got
+
+
+def ddp_policy(rank: int, world: int) -> List[Dict[str, Any]]:
+    """Layer policy, warm-up and the statistics: biases and an excluded weight go plain, the
+    first step goes uncompressed, a NaN gradient on rank 0's last step is counted."""
+    model = DDP(make_net())
+    policy = LayerPolicy(min_numel=100, compress_1d=False, exclude=("out.*",))
+    hook = CompressionHook(model, pipelines()["loco4"], layer_policy=policy, warmup_steps=1).register(model)
+    if rank == 0:
+        poison = {"on": False}
+
+        def nan_on_last_step(g: torch.Tensor) -> torch.Tensor:
+            if not poison["on"]:
+                return g
+            g = g.clone()
+            g.view(-1)[0] = float("nan")
+            return g
+
+        model.module.hidden.weight.register_hook(nan_on_last_step)
+    stats = []
+    for step in range(3):
+        if rank == 0:
+            poison["on"] = step == 2
+        model.zero_grad()
+        loss_of(model, rank, step).backward()
+        s = hook.stats
+        stats.append({k: getattr(s, k) for k in ("step", "bytes_sent", "bytes_uncompressed", "nonfinite", "held", "compressed", "plain")})
+    return stats
