@@ -86,8 +86,12 @@ std::string dtype_name(nb::dlpack::dtype t) {
 
 } // namespace
 
-array_info inspect(const in_array& a, const char* what) { return inspect_any(a, what); }
-array_info inspect(const out_array& a, const char* what) { return inspect_any(a, what); }
+array_info inspect(const in_array& a, const char* what) {
+  return inspect_any(a, what);
+}
+array_info inspect(const out_array& a, const char* what) {
+  return inspect_any(a, what);
+}
 
 tensor_ref as_tensor(const array_info& a, const char* what) {
   using code = nb::dlpack::dtype_code;
@@ -224,7 +228,8 @@ nb::object encode_codec(const any_codec& codec, const context& ctx, const in_arr
   const array_info in = inspect(input, "input");
   const array_info o = inspect(out, "out");
   const call_arrays extra(workspace, status);
-  const policy_ref p = resolve_policy(policy, stream, {&in, &o, extra.ws_ptr(), extra.status_ptr()});
+  const policy_ref p =
+      resolve_policy(policy, stream, {&in, &o, extra.ws_ptr(), extra.status_ptr()});
   const tensor_ref t = as_tensor(in, "input");
   const bytes payload = as_bytes(o, "out");
   return std::visit(
@@ -254,7 +259,8 @@ nb::object decode_codec(const any_codec& codec, const in_array& payload, const o
   const array_info pl = inspect(payload, "payload");
   const array_info o = inspect(out, "out");
   const call_arrays extra(workspace, status);
-  const policy_ref p = resolve_policy(policy, stream, {&pl, &o, extra.ws_ptr(), extra.status_ptr()});
+  const policy_ref p =
+      resolve_policy(policy, stream, {&pl, &o, extra.ws_ptr(), extra.status_ptr()});
   const cbytes bytes_in = as_bytes(pl, "payload");
   const tensor_ref t = as_tensor(o, "out");
   return std::visit(
@@ -284,7 +290,8 @@ nb::object accumulate_codec(const any_codec& codec, const in_array& payload, con
   const array_info pl = inspect(payload, "payload");
   const array_info a = inspect(acc, "acc");
   const call_arrays extra(workspace, status);
-  const policy_ref p = resolve_policy(policy, stream, {&pl, &a, extra.ws_ptr(), extra.status_ptr()});
+  const policy_ref p =
+      resolve_policy(policy, stream, {&pl, &a, extra.ws_ptr(), extra.status_ptr()});
   const cbytes bytes_in = as_bytes(pl, "payload");
   const std::span<float> sum = as_floats(a, "acc");
   return std::visit(
@@ -319,7 +326,8 @@ nb::object roundtrip_codec(const any_codec& codec, const context& ctx, const out
       [&](const auto& c) -> nb::object {
         using C = std::decay_t<decltype(c)>;
         std::vector<float> own;
-        const bytes ws = workspace_or_own(extra, p, codec_ops<C>::workspace_bytes(p, c, v.size()), own);
+        const bytes ws =
+            workspace_or_own(extra, p, codec_ops<C>::workspace_bytes(p, c, v.size()), own);
         if (p.k == policy_ref::kind::cuda) {
           void* st = status_pointer(extra);
           nb::gil_scoped_release nogil;
@@ -359,8 +367,7 @@ void check_host(std::initializer_list<const array_info*> arrays) {
                       "(cpu::seq) in this binding");
 }
 
-template <class F>
-ids_span ids_for(const std::optional<in_array>& ids, array_info& info) {
+template <class F> ids_span ids_for(const std::optional<in_array>& ids, array_info& info) {
   if constexpr (keyed_by_sample_v<F>) {
     COMMPRESS_EXPECTS(ids.has_value(), errc::invalid_argument, "python",
                       "aq_sgd pipelines need ids= (one sample id per row)");
@@ -374,8 +381,8 @@ ids_span ids_for(const std::optional<in_array>& ids, array_info& info) {
 }
 
 step_result encode_pipeline(const any_pipeline& pipe, const nb::handle& state, const context& ctx,
-                            const in_array& input, const out_array& out,
-                            const opt_array& workspace, const std::optional<in_array>& ids) {
+                            const in_array& input, const out_array& out, const opt_array& workspace,
+                            const std::optional<in_array>& ids) {
   const array_info in = inspect(input, "input");
   const array_info o = inspect(out, "out");
   const call_arrays extra(workspace, std::nullopt);
@@ -550,8 +557,7 @@ void bind_api(nb::module_& m) {
   m.def(
       "max_payload_bytes",
       [](const any_codec& codec, std::uint64_t n) {
-        return std::visit([n](const auto& c) { return commpress::max_payload_bytes(c, n); },
-                          codec);
+        return std::visit([n](const auto& c) { return commpress::max_payload_bytes(c, n); }, codec);
       },
       nb::arg("codec"), nb::arg("n"), "Exact size of the payload a codec writes for n elements.");
   m.def(
@@ -590,10 +596,9 @@ void bind_api(nb::module_& m) {
       nb::arg("pipe"), nb::arg("n"));
 
   // --- codec entry points --------------------------------------------------------------------
-  m.def("encode", &encode_codec, nb::arg("codec"), nb::arg("ctx"), nb::arg("input"),
-        nb::arg("out"), nb::arg("workspace") = nb::none(), nb::kw_only(),
-        nb::arg("policy") = nb::none(), nb::arg("stream") = nb::none(),
-        nb::arg("status") = nb::none(),
+  m.def("encode", &encode_codec, nb::arg("codec"), nb::arg("ctx"), nb::arg("input"), nb::arg("out"),
+        nb::arg("workspace") = nb::none(), nb::kw_only(), nb::arg("policy") = nb::none(),
+        nb::arg("stream") = nb::none(), nb::arg("status") = nb::none(),
         "Encodes `input` (float32/float16/bfloat16) into the payload `out` (uint8, at least "
         "max_payload_bytes). Host: returns an encode_result. Device: enqueues on `stream`, "
         "returns None; NaN counts and errors go to the `status` array.");
@@ -785,8 +790,7 @@ void bind_api(nb::module_& m) {
           [](py_receiver& r, bool v) { r.end->enabled() = v; })
       .def("last", [](const py_receiver& r) { return r.end->last(); })
       .def_prop_ro("step", [](const py_receiver& r) { return r.end->step(); })
-      .def_prop_ro("keyed_by_sample",
-                   [](const py_receiver& r) { return r.end->keyed_by_sample(); })
+      .def_prop_ro("keyed_by_sample", [](const py_receiver& r) { return r.end->keyed_by_sample(); })
       .def_ro("pipe", &py_receiver::pipe)
       .def_ro("n", &py_receiver::n)
       .def("save", [](const py_receiver& r) { return to_bytes(r.end->save()); })
@@ -803,8 +807,8 @@ void bind_api(nb::module_& m) {
   m.def(
       "sum_compatible",
       [](const any_codec& codec) {
-        return std::visit(
-            [](const auto& c) { return sum_compatible_v<std::decay_t<decltype(c)>>; }, codec);
+        return std::visit([](const auto& c) { return sum_compatible_v<std::decay_t<decltype(c)>>; },
+                          codec);
       },
       nb::arg("codec"),
       "Whether payloads of this codec sum by a plain all-reduce (C++ sum_compatible_v): "
@@ -858,8 +862,9 @@ void bind_api(nb::module_& m) {
         COMMPRESS_EXPECTS(t.type == dtype::f32, errc::invalid_argument, "python",
                           "out must be float32");
         COMMPRESS_EXPECTS(vals.size() == c.kept(t.n), errc::size_mismatch, "python",
-                          "values holds " + std::to_string(vals.size()) + " floats, random_k keeps " +
-                              std::to_string(c.kept(t.n)) + " of " + std::to_string(t.n));
+                          "values holds " + std::to_string(vals.size()) +
+                              " floats, random_k keeps " + std::to_string(c.kept(t.n)) + " of " +
+                              std::to_string(t.n));
         // As all_reduce_compressed: the summed values as an fp32 payload of the same selection,
         // decoded by the codec itself so that the indices come from the one place defining them.
         const random_k c32 = detail::sum_view<random_k>::f32(c);

@@ -39,10 +39,9 @@ namespace commpress::py {
 using any_codec = std::variant<identity, cast, quantize, top_k, random_k, sign>;
 
 /// Every feedback configuration: each error storage of loco and aq_sgd is its own C++ type.
-using any_feedback =
-    std::variant<none, ef, ef21, loco<store_f32>, loco<store_bf16>, loco<store_int8>,
-                 loco<store_int4>, aq_sgd<store_f32>, aq_sgd<store_bf16>, aq_sgd<store_int8>,
-                 aq_sgd<store_int4>>;
+using any_feedback = std::variant<none, ef, ef21, loco<store_f32>, loco<store_bf16>,
+                                  loco<store_int8>, loco<store_int4>, aq_sgd<store_f32>,
+                                  aq_sgd<store_bf16>, aq_sgd<store_int8>, aq_sgd<store_int4>>;
 
 /// A pipeline<Feedback, Codec> whose two halves are chosen at run time.
 struct any_pipeline {

@@ -33,7 +33,9 @@ template <class F> decltype(auto) with_host_policy(const policy_ref& p, F&& f) {
   return f(cpu::seq);
 }
 
-inline bool on_device(const policy_ref& p) { return p.k == policy_ref::kind::cuda; }
+inline bool on_device(const policy_ref& p) {
+  return p.k == policy_ref::kind::cuda;
+}
 
 // --- codec entry points ---------------------------------------------------------------------
 
@@ -41,7 +43,8 @@ template <class C>
 std::uint64_t codec_ops<C>::workspace_bytes(const policy_ref& p, const C& c, std::uint64_t n) {
   if (on_device(p))
     return cuda_codec_ops<C>::workspace_bytes(c, n);
-  return with_host_policy(p, [&](const auto& pol) { return commpress::workspace_bytes(pol, c, n); });
+  return with_host_policy(p,
+                          [&](const auto& pol) { return commpress::workspace_bytes(pol, c, n); });
 }
 
 template <class C>
@@ -74,8 +77,8 @@ payload_header codec_ops<C>::decode_accumulate(const policy_ref& p, const C& c, 
 template <class C>
 encode_result codec_ops<C>::roundtrip(const policy_ref& p, const C& c, const context& ctx,
                                       std::span<float> x, bytes ws) {
-  return with_host_policy(p,
-                          [&](const auto& pol) { return commpress::roundtrip(pol, c, ctx, x, ws); });
+  return with_host_policy(
+      p, [&](const auto& pol) { return commpress::roundtrip(pol, c, ctx, x, ws); });
 }
 
 // --- pipeline entry points ------------------------------------------------------------------
@@ -181,15 +184,13 @@ private:
 
 template <class F, class C>
 std::unique_ptr<sender_iface> channel_ops<F, C>::make_sender(const F& f, const C& c,
-                                                             std::uint64_t n,
-                                                             const context& base) {
+                                                             std::uint64_t n, const context& base) {
   return std::make_unique<sender_impl<pipeline<F, C>>>(concrete(f, c), n, base);
 }
 
 template <class F, class C>
-std::unique_ptr<receiver_iface> channel_ops<F, C>::make_receiver(const F& f, const C& c,
-                                                                 std::uint64_t n,
-                                                                 const context& base) {
+std::unique_ptr<receiver_iface>
+channel_ops<F, C>::make_receiver(const F& f, const C& c, std::uint64_t n, const context& base) {
   return std::make_unique<receiver_impl<pipeline<F, C>>>(concrete(f, c), n, base);
 }
 
@@ -197,20 +198,20 @@ std::unique_ptr<receiver_iface> channel_ops<F, C>::make_receiver(const F& f, con
 
 /// Instantiates the codec, pipeline and channel entry points of one codec with every feedback
 /// policy of any_feedback.
-#define COMMPRESS_PY_PIPELINE(F, C)                                                              \
-  template struct commpress::py::pipeline_ops<F, C>;                                             \
+#define COMMPRESS_PY_PIPELINE(F, C)                                                                \
+  template struct commpress::py::pipeline_ops<F, C>;                                               \
   template struct commpress::py::channel_ops<F, C>;
 
-#define COMMPRESS_PY_INSTANTIATE(C)                                                              \
-  template struct commpress::py::codec_ops<C>;                                                   \
-  COMMPRESS_PY_PIPELINE(commpress::none, C)                                                      \
-  COMMPRESS_PY_PIPELINE(commpress::ef, C)                                                        \
-  COMMPRESS_PY_PIPELINE(commpress::ef21, C)                                                      \
-  COMMPRESS_PY_PIPELINE(commpress::loco<commpress::store_f32>, C)                                \
-  COMMPRESS_PY_PIPELINE(commpress::loco<commpress::store_bf16>, C)                               \
-  COMMPRESS_PY_PIPELINE(commpress::loco<commpress::store_int8>, C)                               \
-  COMMPRESS_PY_PIPELINE(commpress::loco<commpress::store_int4>, C)                               \
-  COMMPRESS_PY_PIPELINE(commpress::aq_sgd<commpress::store_f32>, C)                              \
-  COMMPRESS_PY_PIPELINE(commpress::aq_sgd<commpress::store_bf16>, C)                             \
-  COMMPRESS_PY_PIPELINE(commpress::aq_sgd<commpress::store_int8>, C)                             \
+#define COMMPRESS_PY_INSTANTIATE(C)                                                                \
+  template struct commpress::py::codec_ops<C>;                                                     \
+  COMMPRESS_PY_PIPELINE(commpress::none, C)                                                        \
+  COMMPRESS_PY_PIPELINE(commpress::ef, C)                                                          \
+  COMMPRESS_PY_PIPELINE(commpress::ef21, C)                                                        \
+  COMMPRESS_PY_PIPELINE(commpress::loco<commpress::store_f32>, C)                                  \
+  COMMPRESS_PY_PIPELINE(commpress::loco<commpress::store_bf16>, C)                                 \
+  COMMPRESS_PY_PIPELINE(commpress::loco<commpress::store_int8>, C)                                 \
+  COMMPRESS_PY_PIPELINE(commpress::loco<commpress::store_int4>, C)                                 \
+  COMMPRESS_PY_PIPELINE(commpress::aq_sgd<commpress::store_f32>, C)                                \
+  COMMPRESS_PY_PIPELINE(commpress::aq_sgd<commpress::store_bf16>, C)                               \
+  COMMPRESS_PY_PIPELINE(commpress::aq_sgd<commpress::store_int8>, C)                               \
   COMMPRESS_PY_PIPELINE(commpress::aq_sgd<commpress::store_int4>, C)

@@ -28,12 +28,18 @@ cuda::par_t on_stream(const policy_ref& p) {
   return cuda::par.on(reinterpret_cast<cudaStream_t>(p.stream));
 }
 
-cuda::device_status* status_of(void* s) { return static_cast<cuda::device_status*>(s); }
+cuda::device_status* status_of(void* s) {
+  return static_cast<cuda::device_status*>(s);
+}
 
 } // namespace
 
-bool has_cuda() { return true; }
-std::uint64_t cuda_status_bytes() { return sizeof(cuda::device_status); }
+bool has_cuda() {
+  return true;
+}
+std::uint64_t cuda_status_bytes() {
+  return sizeof(cuda::device_status);
+}
 
 template <class C> std::uint64_t cuda_codec_ops<C>::workspace_bytes(const C& c, std::uint64_t n) {
   return commpress::workspace_bytes(cuda::par, c, n);

@@ -16,8 +16,12 @@ namespace {
 }
 } // namespace
 
-bool has_cuda() { return false; }
-std::uint64_t cuda_status_bytes() { return 0; }
+bool has_cuda() {
+  return false;
+}
+std::uint64_t cuda_status_bytes() {
+  return 0;
+}
 
 template <class C> std::uint64_t cuda_codec_ops<C>::workspace_bytes(const C&, std::uint64_t) {
   no_cuda();

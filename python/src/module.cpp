@@ -95,18 +95,34 @@ template <class T> void add_checkpoint(nb::class_<T>& cls) {
 }
 
 template <class S> const char* storage_suffix();
-template <> const char* storage_suffix<store_f32>() { return "f32"; }
-template <> const char* storage_suffix<store_bf16>() { return "bf16"; }
-template <> const char* storage_suffix<store_int8>() { return "int8"; }
-template <> const char* storage_suffix<store_int4>() { return "int4"; }
+template <> const char* storage_suffix<store_f32>() {
+  return "f32";
+}
+template <> const char* storage_suffix<store_bf16>() {
+  return "bf16";
+}
+template <> const char* storage_suffix<store_int8>() {
+  return "int8";
+}
+template <> const char* storage_suffix<store_int4>() {
+  return "int4";
+}
 
 /// The Python-side tag of an error storage.
 enum class storage_kind : std::uint8_t { f32, bf16, int8, int4 };
 template <class S> storage_kind storage_of();
-template <> storage_kind storage_of<store_f32>() { return storage_kind::f32; }
-template <> storage_kind storage_of<store_bf16>() { return storage_kind::bf16; }
-template <> storage_kind storage_of<store_int8>() { return storage_kind::int8; }
-template <> storage_kind storage_of<store_int4>() { return storage_kind::int4; }
+template <> storage_kind storage_of<store_f32>() {
+  return storage_kind::f32;
+}
+template <> storage_kind storage_of<store_bf16>() {
+  return storage_kind::bf16;
+}
+template <> storage_kind storage_of<store_int8>() {
+  return storage_kind::int8;
+}
+template <> storage_kind storage_of<store_int4>() {
+  return storage_kind::int4;
+}
 
 template <class S> void bind_storage(nb::module_& m) {
   const std::string sfx = storage_suffix<S>();
@@ -134,8 +150,7 @@ template <class S> void bind_storage(nb::module_& m) {
                                      "The sender's LoCo error (C++ loco_state<Storage>).");
   ls.def(nb::init<std::uint64_t>(), nb::arg("n"))
       .def_prop_ro("size", &loco_state_t::size)
-      .def_prop_ro("memory_bytes",
-                   [](const loco_state_t& s) { return s.storage().memory_bytes(); })
+      .def_prop_ro("memory_bytes", [](const loco_state_t& s) { return s.storage().memory_bytes(); })
       .def(
           "error",
           [](const loco_state_t& s) {
@@ -162,8 +177,8 @@ template <class S> void bind_storage(nb::module_& m) {
         "__init__",
         [](aq_t* self, std::uint64_t samples, std::uint64_t sample_size,
            std::uint64_t warmup_steps) {
-          new (self) aq_t{.samples = samples, .sample_size = sample_size,
-                          .warmup_steps = warmup_steps};
+          new (self)
+              aq_t{.samples = samples, .sample_size = sample_size, .warmup_steps = warmup_steps};
         },
         nb::arg("samples") = 0, nb::arg("sample_size") = 0, nb::arg("warmup_steps") = 0)
       .def_rw("samples", &aq_t::samples, "dataset size: cache rows on each side")
@@ -350,14 +365,16 @@ void bind_types(nb::module_& m) {
                                       h.params.size());
                    })
       .def("__repr__", [](nb::handle self) {
-        return config_repr(self, "payload_header",
-                           {"codec", "element", "count", "body_bytes", "seed", "step", "tensor_id"});
+        return config_repr(
+            self, "payload_header",
+            {"codec", "element", "count", "body_bytes", "seed", "step", "tensor_id"});
       });
   nb::class_<decode_result>(m, "decode_result")
       .def_ro("header", &decode_result::header)
       .def_ro("held", &decode_result::held)
-      .def("__repr__",
-           [](nb::handle self) { return config_repr(self, "decode_result", {"header", "held"}); });
+      .def("__repr__", [](nb::handle self) {
+        return config_repr(self, "decode_result", {"header", "held"});
+      });
 
   // --- codecs --------------------------------------------------------------------------------
   {
@@ -397,7 +414,9 @@ void bind_types(nb::module_& m) {
     c.def(
          "__init__",
          [](top_k* self, float fraction, std::uint64_t count, std::uint32_t row_length,
-            dtype values) { new (self) top_k{fraction, count, row_length, values}; },
+            dtype values) {
+           new (self) top_k{fraction, count, row_length, values};
+         },
          nb::arg("fraction") = d.fraction, nb::arg("count") = d.count,
          nb::arg("row_length") = d.row_length, nb::arg("values") = d.values)
         .def_rw("fraction", &top_k::fraction)
@@ -461,8 +480,7 @@ void bind_types(nb::module_& m) {
     s.def(nb::init<std::uint64_t>(), nb::arg("n"))
         .def_prop_ro("size", &ef_state::size)
         .def(
-            "residual",
-            [](ef_state& st) { return view_of(st.residual(), nb::find(&st)); },
+            "residual", [](ef_state& st) { return view_of(st.residual(), nb::find(&st)); },
             "The residual as a float32 NumPy view into the state.");
     add_checkpoint(s);
     add_common(s, "ef_state", {"size"});
@@ -524,8 +542,7 @@ void bind_types(nb::module_& m) {
     auto s = nb::class_<sgd_state>(m, "sgd_state", "Momentum buffer and step count of sgd.");
     s.def_ro("n", &sgd_state::n)
         .def_rw("step", &sgd_state::step)
-        .def("momentum",
-             [](sgd_state& st) { return view_of(st.momentum, nb::find(&st)); });
+        .def("momentum", [](sgd_state& st) { return view_of(st.momentum, nb::find(&st)); });
     add_checkpoint(s);
     add_common(s, "sgd_state", {"n", "step"});
     auto o = nb::class_<sgd>(m, "sgd", "torch.optim.SGD semantics (C++ sgd).");
@@ -533,10 +550,11 @@ void bind_types(nb::module_& m) {
     o.def(
          "__init__",
          [](sgd* self, float lr, float momentum, float dampening, float weight_decay,
-            bool nesterov) { new (self) sgd{lr, momentum, dampening, weight_decay, nesterov}; },
-         nb::arg("lr") = d.lr, nb::arg("momentum") = d.momentum,
-         nb::arg("dampening") = d.dampening, nb::arg("weight_decay") = d.weight_decay,
-         nb::arg("nesterov") = d.nesterov)
+            bool nesterov) {
+           new (self) sgd{lr, momentum, dampening, weight_decay, nesterov};
+         },
+         nb::arg("lr") = d.lr, nb::arg("momentum") = d.momentum, nb::arg("dampening") = d.dampening,
+         nb::arg("weight_decay") = d.weight_decay, nb::arg("nesterov") = d.nesterov)
         .def_rw("lr", &sgd::lr)
         .def_rw("momentum", &sgd::momentum)
         .def_rw("dampening", &sgd::dampening)
@@ -585,17 +603,17 @@ void bind_types(nb::module_& m) {
   bind_adam.template operator()<false>("adam", "torch.optim.Adam semantics (C++ adam).");
   bind_adam.template operator()<true>("adamw", "torch.optim.AdamW semantics (C++ adamw).");
   {
-    auto o = nb::class_<onebit_adam_config>(
-        m, "onebit_adam_config", "1-bit Adam hyperparameters (C++ onebit_adam_config).");
+    auto o = nb::class_<onebit_adam_config>(m, "onebit_adam_config",
+                                            "1-bit Adam hyperparameters (C++ onebit_adam_config).");
     const onebit_adam_config d{};
     o.def(
          "__init__",
          [](onebit_adam_config* self, float lr, float beta1, float beta2, float eps,
             float weight_decay, std::uint64_t freeze_step, bool bias_correction,
             bool mask_zero_variance) {
-           new (self) onebit_adam_config{lr,           beta1,       beta2,
-                                         eps,          weight_decay, freeze_step,
-                                         bias_correction, mask_zero_variance};
+           new (self)
+               onebit_adam_config{lr,           beta1,       beta2,           eps,
+                                  weight_decay, freeze_step, bias_correction, mask_zero_variance};
          },
          nb::arg("lr") = d.lr, nb::arg("beta1") = d.beta1, nb::arg("beta2") = d.beta2,
          nb::arg("eps") = d.eps, nb::arg("weight_decay") = d.weight_decay,

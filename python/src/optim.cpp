@@ -16,9 +16,9 @@
 #include <memory>
 #include <string>
 
+#include "codec_impl.hpp"
 #include "commpress/backend/cpu/identity.hpp"
 #include "commpress/optim/onebit_adam.hpp"
-#include "codec_impl.hpp"
 #include "module.hpp"
 
 namespace commpress::py {
@@ -156,16 +156,18 @@ void bind_optim(nb::module_& m) {
             new (self) py_onebit{std::move(impl)};
           },
           nb::arg("comm"), nb::arg("pipe"), nb::arg("config"), nb::arg("n"))
-      .def("make_state", [](const py_onebit& o) { return o.impl->make_state(); },
-           "Zeroed moments and step count (an adam_state).")
-      .def("make_feedback_state", [](const py_onebit& o) { return o.impl->make_feedback_state(); },
-           "A zeroed worker error (the pipeline's feedback state).")
       .def(
-          "compressing", [](const py_onebit& o, const adam_state& st) { return o.impl->compressing(st); },
+          "make_state", [](const py_onebit& o) { return o.impl->make_state(); },
+          "Zeroed moments and step count (an adam_state).")
+      .def(
+          "make_feedback_state", [](const py_onebit& o) { return o.impl->make_feedback_state(); },
+          "A zeroed worker error (the pipeline's feedback state).")
+      .def(
+          "compressing",
+          [](const py_onebit& o, const adam_state& st) { return o.impl->compressing(st); },
           nb::arg("state"))
       .def(
-          "last_average",
-          [](const py_onebit& o) { return to_numpy(o.impl->last_average()); },
+          "last_average", [](const py_onebit& o) { return to_numpy(o.impl->last_average()); },
           "The gradient (warm-up) or momentum (compression stage) average of the last step.")
       .def(
           "step",

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import queue
 import socket
 import time

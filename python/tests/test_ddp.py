@@ -56,7 +56,6 @@ def replay(pipe_name: str, collective: str, world: int, steps: int) -> Dict[str,
     pipe = pipelines()[pipe_name]
     model = make_net()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    names = [n for n, _ in model.named_parameters()]
     states: List[Dict] = [{n: pipe.make_state(p.numel()) for n, p in model.named_parameters()} for _ in range(world)]
     w = rank_weight(world)
     for step in range(steps):

@@ -12,12 +12,11 @@ from typing import Any, Dict, List
 
 import numpy as np
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import commpress as cp
-from commpress.torch import CompressionHook, LayerPolicy, StageBoundary, tensor_id_of
+from commpress.torch import CompressionHook, LayerPolicy, StageBoundary
 
 COMPRESS_ALL = LayerPolicy(min_numel=0, compress_1d=True)
 SEED = 1234

@@ -81,12 +81,12 @@ const char* dtype_name(cp::dtype d) {
 constexpr std::size_t codec_n = 1000;
 const cp::context codec_ctx{.seed = 42, .step = 3, .tensor_id = 7};
 
-template <class C, class T> void codec_case(std::size_t index, const C& c, const std::vector<T>& x) {
+template <class C, class T>
+void codec_case(std::size_t index, const C& c, const std::vector<T>& x) {
   const std::string base = "codec/" + std::to_string(index) + "/" + dtype_name(cp::dtype_of_v<T>);
   std::vector<std::byte> payload(cp::max_payload_bytes(c, x.size()));
   std::vector<std::byte> ws(cp::workspace_bytes(cp::cpu::seq, c, x.size()));
-  cp::encode(cp::cpu::seq, c, codec_ctx, std::span<const T>(x), std::span(payload),
-             std::span(ws));
+  cp::encode(cp::cpu::seq, c, codec_ctx, std::span<const T>(x), std::span(payload), std::span(ws));
   record(base + "/payload", payload);
   std::vector<float> decoded(x.size());
   cp::decode(cp::cpu::seq, c, std::span<const std::byte>(payload), std::span(decoded));
@@ -183,14 +183,14 @@ void pipelines() {
   pipeline_case("ef_quantize", cp::pipeline<cp::ef, cp::quantize>{{}, {.bits = 4, .group = 64}});
   pipeline_case("ef21_top_k", cp::pipeline<cp::ef21, cp::top_k>{{}, {.fraction = 0.1f}});
   pipeline_case("loco_int8_quantize",
-                cp::pipeline<cp::loco<cp::store_int8>, cp::quantize>{{.beta = 0.8f, .reset_every = 3},
-                                                                     {.bits = 4, .group = 128}});
-  pipeline_case("loco_int4_sign",
-                cp::pipeline<cp::loco<cp::store_int4>, cp::sign>{{.beta = 0.5f, .reset_every = 0}, {}});
+                cp::pipeline<cp::loco<cp::store_int8>, cp::quantize>{
+                    {.beta = 0.8f, .reset_every = 3}, {.bits = 4, .group = 128}});
+  pipeline_case("loco_int4_sign", cp::pipeline<cp::loco<cp::store_int4>, cp::sign>{
+                                      {.beta = 0.5f, .reset_every = 0}, {}});
   pipeline_case("loco_bf16_random_k",
                 cp::pipeline<cp::loco<cp::store_bf16>, cp::random_k>{{}, {.fraction = 0.25f}});
-  pipeline_case("loco_f32_cast",
-                cp::pipeline<cp::loco<cp::store_f32>, cp::cast>{{.beta = 0.3f}, {.to = cp::dtype::f16}});
+  pipeline_case("loco_f32_cast", cp::pipeline<cp::loco<cp::store_f32>, cp::cast>{
+                                     {.beta = 0.3f}, {.to = cp::dtype::f16}});
   pipeline_case("none_quantize",
                 cp::pipeline<cp::none, cp::quantize>{{},
                                                      {.bits = 8,
@@ -263,11 +263,11 @@ void channels() {
   // Keep in step with CHANNELS in python/tests/reference.py.
   channel_case("ef21_top_k__ef_q8", cp::pipeline<cp::ef21, cp::top_k>{{}, {.fraction = 0.1f}},
                cp::pipeline<cp::ef, cp::quantize>{{}, {.bits = 8, .group = 64}}, false);
-  channel_case("aq_int4__cast",
-               cp::pipeline<cp::aq_sgd<cp::store_int4>, cp::quantize>{
-                   {.samples = 8, .sample_size = channel_cols, .warmup_steps = 1},
-                   {.bits = 4, .group = 30}},
-               cp::pipeline<cp::none, cp::cast>{{}, {.to = cp::dtype::bf16}}, true);
+  channel_case(
+      "aq_int4__cast",
+      cp::pipeline<cp::aq_sgd<cp::store_int4>, cp::quantize>{
+          {.samples = 8, .sample_size = channel_cols, .warmup_steps = 1}, {.bits = 4, .group = 30}},
+      cp::pipeline<cp::none, cp::cast>{{}, {.to = cp::dtype::bf16}}, true);
 }
 
 // --- the sharded collective ------------------------------------------------------------------
