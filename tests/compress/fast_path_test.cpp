@@ -1,12 +1,14 @@
 // SPDX-FileCopyrightText: 2026 commpress authors
 // SPDX-License-Identifier: Apache-2.0
 //
-// The streaming fast paths of backend/cpu/detail/kernels.hpp against the per-element definitions of
-// compress/*.hpp, on inputs large and awkward enough to reach every branch of them: long top-k rows
-// (the sampled threshold), sign groups of several canonical chunks, NaN and Inf in some groups
-// only. Built by tests/CMakeLists.txt with the default flags (scalar/SSE2 paths), with
-// -march=native (AVX2/AVX-512/F16C paths) and, where that has AVX-512, with -march=x86-64-v3 (the
-// AVX2 paths).
+// The streaming fast paths of backend/cpu/detail/ (the kernels over the vector layer of
+// detail/simd.hpp) against the per-element definitions of compress/*.hpp, on inputs large and
+// awkward enough to reach every branch of them: long top-k rows (the sampled threshold), sign
+// groups of several canonical chunks, NaN and Inf in some groups only. Built by
+// tests/CMakeLists.txt with the default flags (the portable layer), with -march=native
+// (AVX2/AVX-512/F16C) and, where that has AVX-512, with -march=x86-64-v3 (the
+// AVX2 vector layer).
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "commpress/backend/cpu/cast.hpp"
+#include "commpress/backend/cpu/detail/philox.hpp"
 #include "commpress/backend/cpu/quantize.hpp"
 #include "commpress/backend/cpu/sign.hpp"
 #include "commpress/backend/cpu/top_k.hpp"
@@ -28,9 +31,8 @@
 namespace cp = commpress;
 
 // The compress_avx2 tests (tests/CMakeLists.txt) exist to run the AVX2 kernels.
-#if defined(COMMPRESS_TEST_EXPECT_AVX2) &&                                                         \
-    (!defined(COMMPRESS_CPU_AVX2) || !defined(COMMPRESS_CPU_CODES64))
-#error "built for the AVX2 kernels, but kernels.hpp did not select them"
+#if defined(COMMPRESS_TEST_EXPECT_AVX2) && !defined(COMMPRESS_SIMD_AVX2)
+#error "built for the AVX2 vector layer, but core/cpu_features.hpp did not select it"
 #endif
 
 namespace {

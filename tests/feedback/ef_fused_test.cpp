@@ -14,7 +14,7 @@
 #include <limits>
 #include <vector>
 
-#include "commpress/backend/cpu/detail/kernels.hpp"
+#include "commpress/backend/cpu/detail/quantize_kernels.hpp"
 #include "commpress/feedback/ef.hpp"
 #include "commpress/feedback/loco.hpp"
 #include "commpress/format/bit_packing.hpp"
@@ -23,9 +23,8 @@
 namespace cp = commpress;
 
 // The feedback_avx2 tests (tests/CMakeLists.txt) exist to run the AVX2 kernels.
-#if defined(COMMPRESS_TEST_EXPECT_AVX2) &&                                                         \
-    (!defined(COMMPRESS_CPU_AVX2) || !defined(COMMPRESS_CPU_CODES64))
-#error "built for the AVX2 kernels, but kernels.hpp did not select them"
+#if defined(COMMPRESS_TEST_EXPECT_AVX2) && !defined(COMMPRESS_SIMD_AVX2)
+#error "built for the AVX2 vector layer, but core/cpu_features.hpp did not select it"
 #endif
 
 TEST_SUITE("feedback") {
@@ -210,7 +209,7 @@ TEST_SUITE("feedback") {
 
   TEST_CASE("ef: the fused kernel keeps e where the fresh error or the rule's value is not "
             "finite, and counts those elements") {
-    // sym_encode_error called directly: through the codecs |h - deQ| <= |h| and LoCo's rule is
+    // encode_error_codes called directly: through the codecs |h - deQ| <= |h| and LoCo's rule is
     // a convex combination, so a hold is rare there. Here a negative scale makes h - deQ
     // overflow for the large h, and the rule 2e + fresh overflows for the large e, in every
     // 64-element vector step and in the portable tail.
@@ -241,17 +240,29 @@ TEST_SUITE("feedback") {
           std::vector<unsigned char> out(m / 8 * B);
           const std::vector<float> h0 = h;
           std::vector<float> e_ref = e;
-          const std::uint32_t held = cp::cpu::detail::sym_encode_error<B, Stochastic>(
-              h.data(), m, inv, scale, words.data(), out.data(), rule, bounded, e.data());
-          // The codes: those of the portable definition, packed.
-          std::vector<std::uint8_t> codes(m);
-          if constexpr (Stochastic)
-            cp::cpu::detail::codes_stochastic<B, false>(h0.data(), m, inv, 0.0f, words.data(),
-                                                        codes.data());
-          else
-            cp::cpu::detail::codes_nearest<B, false>(h0.data(), m, inv, 0.0f, codes.data());
+          const cp::quantize::coder coder{inv, 0.0f};
+          const cp::quantize::record rec{scale, 0.0f};
+          const auto encode_error = [&]<bool Replace, bool CheckFresh>() {
+            return cp::cpu::detail::encode_error_codes<B, Stochastic, Replace, CheckFresh>(
+                h.data(), m, B, coder, rec, words.data(), out.data(), rule, e.data(), {});
+          };
+          const bool replace = rule.keep == 0.0f;
+          const std::uint32_t held = replace && bounded
+                                         ? encode_error.template operator()<true, false>()
+                                     : replace ? encode_error.template operator()<true, true>()
+                                     : bounded ? encode_error.template operator()<false, false>()
+                                               : encode_error.template operator()<false, true>();
+          // The codes: those of the per-element definitions, packed.
+          std::vector<std::uint32_t> codes(m);
+          for (std::size_t i = 0; i < m; ++i)
+            codes[i] =
+                Stochastic
+                    ? cp::quantize::encode_stochastic(cp::quant_range::symmetric, B, h0[i], coder,
+                                                      cp::uniform_from_bits(words[i]))
+                    : cp::quantize::encode_nearest(cp::quant_range::symmetric, B, h0[i], coder);
           std::vector<unsigned char> packed(m / 8 * B);
-          cp::cpu::detail::pack_codes<B>(codes.data(), m, packed.data());
+          for (std::size_t g = 0; g < m / 8; ++g)
+            cp::detail::pack_group(codes.data() + 8 * g, 8, B, packed.data() + g * B);
           CHECK(out == packed);
           std::size_t want = 0, mismatches = 0;
           std::size_t holds_per_part[4] = {}; // the three vector steps, then the tail

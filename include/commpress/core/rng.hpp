@@ -28,14 +28,26 @@ struct rng_block {
   std::uint32_t v[4];
 };
 
+/// @brief Philox4x32-10's constants (Salmon et al., SC'11): the two round multipliers, the two
+/// key-schedule increments (golden-ratio Weyl constants) and the number of rounds. Every
+/// implementation (this scalar one, shared with CUDA, and the CPU's vector kernel in
+/// backend/cpu/detail/philox.hpp) uses these.
+inline constexpr std::uint32_t philox_m0 = 0xD2511F53u;
+inline constexpr std::uint32_t philox_m1 = 0xCD9E8D57u;
+inline constexpr std::uint32_t philox_w0 = 0x9E3779B9u;
+inline constexpr std::uint32_t philox_w1 = 0xBB67AE85u;
+inline constexpr int philox_rounds = 10;
+
+/// @brief 2^-24: uniform_from_bits's scale from 24 random bits to [0, 1).
+inline constexpr float uniform_scale = 5.9604644775390625e-08f;
+
 namespace detail {
 
+/// One Philox round on the counter c with round key (k0, k1).
 COMMPRESS_HOST_DEVICE constexpr void philox_round(std::uint32_t (&c)[4], std::uint32_t k0,
                                                   std::uint32_t k1) {
-  constexpr std::uint64_t m0 = 0xD2511F53u;
-  constexpr std::uint64_t m1 = 0xCD9E8D57u;
-  const std::uint64_t p0 = m0 * c[0];
-  const std::uint64_t p1 = m1 * c[2];
+  const std::uint64_t p0 = std::uint64_t{philox_m0} * c[0];
+  const std::uint64_t p1 = std::uint64_t{philox_m1} * c[2];
   const std::uint32_t hi0 = static_cast<std::uint32_t>(p0 >> 32);
   const std::uint32_t lo0 = static_cast<std::uint32_t>(p0);
   const std::uint32_t hi1 = static_cast<std::uint32_t>(p1 >> 32);
@@ -56,10 +68,10 @@ philox4x32_10(std::uint32_t c0, std::uint32_t c1, std::uint32_t c2, std::uint32_
   std::uint32_t c[4] = {c0, c1, c2, c3};
   std::uint32_t k0 = key.k0;
   std::uint32_t k1 = key.k1;
-  for (int r = 0; r < 10; ++r) {
+  for (int r = 0; r < philox_rounds; ++r) {
     detail::philox_round(c, k0, k1);
-    k0 += 0x9E3779B9u; // golden-ratio Weyl increments of the Philox key schedule
-    k1 += 0xBB67AE85u;
+    k0 += philox_w0;
+    k1 += philox_w1;
   }
   return rng_block{{c[0], c[1], c[2], c[3]}};
 }
@@ -89,7 +101,7 @@ COMMPRESS_HOST_DEVICE constexpr std::uint32_t random_u32(rng_key key, std::uint6
 
 /// @brief Maps 32 random bits to a float uniform on [0, 1) with 24 bits of resolution.
 COMMPRESS_HOST_DEVICE constexpr float uniform_from_bits(std::uint32_t bits) {
-  return static_cast<float>(bits >> 8) * 5.9604644775390625e-08f; // 2^-24, exact
+  return static_cast<float>(bits >> 8) * uniform_scale; // exact
 }
 
 } // namespace commpress

@@ -29,7 +29,7 @@ namespace commpress::detail {
 /// row, updates it and stores it back.
 template <class S> struct error_in_storage {
   stored_rows<S>& rows;
-  float* buffer; ///< codec_impl<quantize, cpu::seq_t>::fused_max_block floats
+  float* buffer; ///< quantize_groups::fused_max_block floats
 
   float* load(std::size_t begin, std::size_t m) const {
     rows.load_range(0, begin, begin + m, buffer);
@@ -52,8 +52,9 @@ std::optional<step_result> fused_quantize_step(const Policy&, const C& c, const 
                                                std::span<std::byte> out, error_update rule) {
   if constexpr (std::is_same_v<C, quantize> && std::is_same_v<T, float> &&
                 std::is_same_v<Policy, cpu::seq_t>) {
+    namespace groups = cpu::detail::quantize_groups;
     using impl = codec_impl<quantize, cpu::seq_t>;
-    if (ctx.on_nonfinite == nonfinite_policy::fail || !impl::can_fuse_feedback(c))
+    if (ctx.on_nonfinite == nonfinite_policy::fail || !groups::can_fuse_feedback(c))
       return std::nullopt;
     const std::uint64_t n = in.size();
     if constexpr (!std::is_same_v<Error, std::span<float>>) {
@@ -71,12 +72,12 @@ std::optional<step_result> fused_quantize_step(const Policy&, const C& c, const 
     auto* body_ptr = reinterpret_cast<unsigned char*>(out.data() + format::header_bytes);
     std::size_t bad = 0;
     if constexpr (std::is_same_v<Error, std::span<float>>) {
-      impl::error_in_place err{e.data(), n};
-      bad = impl::encode_ef(c, ctx, in.data(), err, n, body_ptr, held, sum, rule);
+      groups::error_in_place err{e.data(), n};
+      bad = groups::encode_error(c, ctx, in.data(), err, n, body_ptr, held, sum, rule);
     } else {
-      alignas(64) float buffer[impl::fused_max_block];
+      alignas(64) float buffer[groups::fused_max_block];
       error_in_storage<typename Error::storage_type> err{e, buffer};
-      bad = impl::encode_ef(c, ctx, in.data(), err, n, body_ptr, held, sum, rule);
+      bad = groups::encode_error(c, ctx, in.data(), err, n, body_ptr, held, sum, rule);
     }
     format::store_checksum(out, sum.finish(out.data()));
     return step_result{static_cast<std::size_t>(format::header_bytes + body), bad, held};

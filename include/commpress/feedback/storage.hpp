@@ -14,7 +14,8 @@
 #include <span>
 #include <vector>
 
-#include "commpress/backend/cpu/detail/kernels.hpp"
+#include "commpress/backend/cpu/detail/reduce.hpp"
+#include "commpress/backend/cpu/detail/storage_kernels.hpp"
 #include "commpress/core/config.hpp"
 #include "commpress/core/dtype.hpp"
 #include "commpress/core/error.hpp"

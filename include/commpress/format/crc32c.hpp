@@ -17,11 +17,12 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define COMMPRESS_CRC32C_X86 1
+#include "commpress/core/cpu_features.hpp"
+
+#if defined(COMMPRESS_CRC32C_X86)
 #include <immintrin.h>
 #endif
-#if defined(__ARM_FEATURE_CRC32)
+#if defined(COMMPRESS_CRC32C_ARM)
 #include <arm_acle.h>
 #endif
 
@@ -80,7 +81,7 @@ inline bool cpu_has_sse42() {
 }
 #endif
 
-#if defined(__ARM_FEATURE_CRC32)
+#if defined(COMMPRESS_CRC32C_ARM)
 inline std::uint32_t crc32c_armv8(std::uint32_t c, const unsigned char* p, std::size_t n) {
   for (; n >= 8; n -= 8, p += 8) {
     std::uint64_t w;
@@ -148,12 +149,7 @@ constexpr crc32c_fold_multipliers crc32c_fold_by(std::uint64_t bits) {
 
 #define COMMPRESS_CRC32C_FOLD_TARGET                                                               \
   __attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul,sse4.2")))
-// GCC 12's AVX-512 intrinsics start from self-initialized "undefined" vectors, which
-// -Wmaybe-uninitialized reports where they are inlined (GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+COMMPRESS_INTRINSICS_BEGIN
 
 COMMPRESS_CRC32C_FOLD_TARGET inline __m512i crc32c_fold4(__m512i lanes, __m512i multipliers) {
   return _mm512_xor_si512(_mm512_clmulepi64_epi128(lanes, multipliers, 0x00),
@@ -238,9 +234,7 @@ crc32c_vpclmul(std::uint32_t c, const unsigned char* p, std::size_t n) {
   return crc32c_sse42(crc32c_reduce_lane(v), p, n);
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+COMMPRESS_INTRINSICS_END
 #undef COMMPRESS_CRC32C_FOLD_TARGET
 
 inline bool cpu_has_vpclmul() {
@@ -251,13 +245,8 @@ inline bool cpu_has_vpclmul() {
 }
 #endif
 
-#if defined(COMMPRESS_CRC32C_X86) && defined(__AVX512F__) && defined(__AVX512VL__) &&              \
-    defined(__VPCLMULQDQ__) && defined(__PCLMUL__) && defined(__SSE4_2__)
-#define COMMPRESS_CRC32C_STREAMING 1
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized" // GCC bug 105593, as above
-#endif
+#if defined(COMMPRESS_CRC32C_STREAMING)
+COMMPRESS_INTRINSICS_BEGIN
 /// The CRC32C of a buffer that a kernel produces in registers, 256 bytes at a time in order, as
 /// crc32c_vpclmul folds it from memory: the kernel can then write the buffer with non-temporal
 /// stores instead of through the cache to hash it afterwards. Only where the compiler's flags
@@ -293,9 +282,7 @@ private:
   __m512i a0_ = _mm512_setzero_si512(), a1_ = a0_, a2_ = a0_, a3_ = a0_;
   bool empty_ = true;
 };
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+COMMPRESS_INTRINSICS_END
 #endif
 
 /// Continues a CRC32C over `n` bytes. Start with `crc = 0`; the result is final (the
@@ -308,7 +295,7 @@ inline std::uint32_t crc32c_update(std::uint32_t crc, const void* data, std::siz
     return ~crc32c_vpclmul(~crc, p, n);
   if (cpu_has_sse42())
     return ~crc32c_sse42(~crc, p, n);
-#elif defined(__ARM_FEATURE_CRC32)
+#elif defined(COMMPRESS_CRC32C_ARM)
   return ~crc32c_armv8(~crc, p, n);
 #endif
   return ~crc32c_portable(~crc, p, n);

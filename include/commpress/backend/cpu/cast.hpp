@@ -3,9 +3,10 @@
 #pragma once
 
 /// @file
-/// CPU implementation of the cast codec. fp32 tensors take the streaming kernels of
-/// detail/kernels.hpp (vectorized rounding, F16C where the flags enable it), which write the
-/// same codes as the per-element definitions of compress/cast.hpp.
+/// CPU implementation of the cast codec. fp32 tensors take the vector loops of
+/// detail/cast_kernels.hpp (bf16 rounding on integers, the hardware fp16 conversion where the
+/// flags enable it), which write the same codes as the per-element definitions of
+/// compress/cast.hpp.
 
 #include <algorithm>
 #include <cstddef>
@@ -13,8 +14,8 @@
 #include <span>
 #include <type_traits>
 
+#include "commpress/backend/cpu/detail/cast_kernels.hpp"
 #include "commpress/backend/cpu/detail/element_io.hpp"
-#include "commpress/backend/cpu/detail/kernels.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/compress/cast.hpp"
 #include "commpress/core/context.hpp"
@@ -37,7 +38,7 @@ template <> struct codec_impl<cast, cpu::seq_t> {
     constexpr std::size_t slice = format::checksum_chunk_bytes / 2; // elements per chunk
     std::size_t bad = 0;
     std::size_t first = 0;
-#if defined(COMMPRESS_CPU_CAST_STREAMED)
+#if defined(COMMPRESS_CRC32C_STREAMING)
     if constexpr (std::is_same_v<T, float>) {
       // Large outputs stream the whole chunks out and hash them from registers; the last,
       // partial chunk takes the path below.
@@ -48,7 +49,7 @@ template <> struct codec_impl<cast, cpu::seq_t> {
           bad += encode_streamed(c, ctx, in, first, body, crc);
           sum.chunk_hashed(crc.value());
         }
-        cpu::detail::streaming_store_fence();
+        cpu::simd::store_fence();
       }
     }
 #endif
@@ -99,7 +100,7 @@ template <> struct codec_impl<cast, cpu::seq_t> {
   }
 
 private:
-#if defined(COMMPRESS_CPU_CAST_STREAMED)
+#if defined(COMMPRESS_CRC32C_STREAMING)
   /// The chunk of cast_streamed_elements elements of `in` from `first` into body, streamed.
   static std::size_t encode_streamed(const cast& c, const context& ctx, std::span<const float> in,
                                      std::size_t first, unsigned char* body,

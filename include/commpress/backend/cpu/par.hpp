@@ -15,24 +15,28 @@
 /// - sign: encode and roundtrip over ranges of whole blocks; a single group (per-tensor scale)
 ///   splits its canonical sum over the 32 outer lanes of canonical_chunked_sum, so the sum is
 ///   added in exactly seq's order; decode and decode_accumulate over element ranges;
-/// - quantize: decode and decode_accumulate over element ranges, every granularity;
+/// - quantize: encode over ranges of whole groups (a per-tensor scale: its statistics over
+///   element ranges, then the codes), decode and decode_accumulate over element ranges, every
+///   granularity;
 /// - random_k: encode, decode and decode_accumulate over ranges of strata.
 ///
-/// Sequential (seq's code on the calling thread): quantize encode and roundtrip (until seq has
-/// an entry point for a range of groups, see codec_impl<quantize, cpu::par_t>), random_k
-/// roundtrip, every top_k operation (each row needs its own workspace of keys), sign blocks too
-/// long for two ranges of them, random_k with k = 0, and every tensor shorter than two ranges.
+/// Sequential (seq's code on the calling thread): quantize roundtrip and per-column encode,
+/// random_k roundtrip, every top_k operation (each row needs its own workspace of keys), sign
+/// blocks too long for two ranges of them, random_k with k = 0, and every tensor shorter than two
+/// ranges.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <type_traits>
+#include <vector>
 
 #include "commpress/backend/cpu/cast.hpp"
 #include "commpress/backend/cpu/detail/element_io.hpp"
-#include "commpress/backend/cpu/detail/kernels.hpp"
 #include "commpress/backend/cpu/detail/parallel.hpp"
+#include "commpress/backend/cpu/detail/quantize_groups.hpp"
+#include "commpress/backend/cpu/detail/sign_kernels.hpp"
 #include "commpress/backend/cpu/identity.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/backend/cpu/quantize.hpp"
@@ -337,25 +341,44 @@ private:
   }
 };
 
-/// Encode and roundtrip are seq's: a group's record is known only once the group is read, and
-/// seq has no entry point for a range of groups yet. Once codec_impl<quantize, cpu::seq_t> has
-/// one (records and codes of groups [g0, g1), g0 a multiple of 8, returning the NaN/Inf
-/// count), block granularity becomes `parallel_sum(p, c.n_groups(n), group_step(p, c.group),
-/// ...)` over it, as sign's encode_body does.
+/// Encode runs seq's group pipeline (detail/quantize_groups.hpp) on ranges of whole groups,
+/// each range starting on a multiple of 8 elements (group_step), so every range writes its own
+/// records and code bytes; a per-tensor scale is reduced over element ranges first (a maximum
+/// and a minimum: exact in any order), then the codes are written over the ranges. Decode and
+/// decode_accumulate run on element ranges, every granularity. Column scales (their
+/// statistics span every row) and roundtrip run seq's code.
 template <> struct codec_impl<quantize, cpu::par_t> : par_sequential<quantize> {
+  template <element T>
+  static std::size_t encode_body(const cpu::par_t& p, const quantize& c, const context& ctx,
+                                 std::span<const T> in, unsigned char* body,
+                                 std::span<std::byte> ws) {
+    namespace groups = cpu::detail::quantize_groups;
+    const std::uint64_t n = in.size();
+    if (!cpu::detail::splits(p, n) || c.granularity == scale_granularity::column)
+      return seq::encode_body(cpu::seq, c, ctx, in, body, ws);
+    if (c.granularity == scale_granularity::block)
+      return cpu::detail::parallel_sum(p, c.n_groups(n), cpu::detail::group_step(p, c.group),
+                                       [&](std::uint64_t first, std::uint64_t last) {
+                                         return groups::encode(c, ctx, in, body, nullptr, first,
+                                                               last);
+                                       });
+    if constexpr (std::is_same_v<T, float>) {
+      if (encode_tensor(p, c, ctx, in, body))
+        return 0;
+    }
+    return seq::encode_body(cpu::seq, c, ctx, in, body, ws);
+  }
+
   template <element T>
   static void decode_body(const cpu::par_t& p, const quantize& c, const payload_header& h,
                           const unsigned char* body, std::span<T> out) {
     const std::uint64_t n = out.size();
     if (!cpu::detail::splits(p, n))
       return seq::decode_body(cpu::seq, c, h, body, out);
-    dispatch_quantize(c, [&](auto b, auto r, auto) {
-      cpu::detail::parallel_for(p, n, cpu::detail::range_elements(p),
-                                [&](std::uint64_t first, std::uint64_t last) {
-                                  decode_range<decltype(b)::value, decltype(r)::value, false>(
-                                      c, n, body, first, last, out.data(), 1.0f);
-                                });
-    });
+    cpu::detail::parallel_for(
+        p, n, cpu::detail::range_elements(p), [&](std::uint64_t first, std::uint64_t last) {
+          cpu::detail::quantize_groups::decode<false>(c, n, body, out.data(), 1.0f, first, last);
+        });
   }
 
   static void accumulate_body(const cpu::par_t& p, const quantize& c, const payload_header& h,
@@ -363,101 +386,65 @@ template <> struct codec_impl<quantize, cpu::par_t> : par_sequential<quantize> {
     const std::uint64_t n = acc.size();
     if (!cpu::detail::splits(p, n))
       return seq::accumulate_body(cpu::seq, c, h, body, acc, weight);
-    dispatch_quantize(c, [&](auto b, auto r, auto) {
-      cpu::detail::parallel_for(p, n, cpu::detail::range_elements(p),
-                                [&](std::uint64_t first, std::uint64_t last) {
-                                  decode_range<decltype(b)::value, decltype(r)::value, true>(
-                                      c, n, body, first, last, acc.data(), weight);
-                                });
-    });
+    cpu::detail::parallel_for(
+        p, n, cpu::detail::range_elements(p), [&](std::uint64_t first, std::uint64_t last) {
+          cpu::detail::quantize_groups::decode<true>(c, n, body, acc.data(), weight, first, last);
+        });
   }
 
 private:
-  template <quant_range R>
-  static quantize::record load_record(const unsigned char* body, std::uint64_t g) {
-    if constexpr (R == quant_range::symmetric)
-      return {cpu::detail::load_word<float>(body + 4 * g), 0.0f};
-    return {cpu::detail::load_word<float>(body + 8 * g),
-            cpu::detail::load_word<float>(body + 8 * g + 4)};
-  }
-
-  /// Elements [first, last) of an n-element body, first a multiple of 8: out = value, or
-  /// out += weight * value when Accumulate. Codes are unpacked code_chunk at a time; fp32
-  /// runs of one group take the kernels seq's decode_fast takes, everything else
-  /// quantize::decode_value, as seq's decode_each: the same expressions, so the same bits.
-  template <unsigned B, quant_range R, bool Accumulate, class T>
-  static void decode_range(const quantize& c, std::uint64_t n, const unsigned char* body,
-                           std::uint64_t first, std::uint64_t last, T* out, float weight) {
-    using cpu::detail::code_chunk;
-    const unsigned char* codes = body + c.n_groups(n) * c.record_bytes();
-    const bool column = c.granularity == scale_granularity::column;
-    const std::uint64_t len = c.granularity == scale_granularity::tensor ? n : c.group;
-    const auto put = [&](std::uint64_t i, float v) {
-      if constexpr (Accumulate) {
-        out[i] = add_rn(out[i], mul_rn(weight, v));
-      } else {
-        out[i] = from_float<T>(v);
-      }
+  /// One per-tensor group of finite fp32: the statistics reduced over element ranges, then
+  /// the codes of each range by the kernel of seq's pipeline. False (nothing written) when the
+  /// tensor holds a NaN or Inf, which seq's element-wise path then encodes.
+  static bool encode_tensor(const cpu::par_t& p, const quantize& c, const context& ctx,
+                            std::span<const float> in, unsigned char* body) {
+    namespace groups = cpu::detail::quantize_groups;
+    const std::uint64_t n = in.size();
+    const std::uint64_t step = cpu::detail::range_elements(p);
+    const std::uint64_t ranges = (n + step - 1) / step;
+    struct stats {
+      bool finite;
+      float s0;
+      float s1;
     };
-    constexpr bool asym = R == quant_range::asymmetric;
-    if constexpr (std::is_same_v<T, float>) {
-      if (!column && (len % 8 == 0 || len == n)) { // seq's decode_fast, group by group
-        const bool stream = !Accumulate && 4 * n >= cpu::detail::streaming_store_min_bytes &&
-                            reinterpret_cast<std::uintptr_t>(out) % 64 == 0 &&
-                            (len % 16 == 0 || len == n) && first % 16 == 0;
-        for (std::uint64_t s = first; s < last;) {
-          const std::uint64_t g = s / len;
-          const std::uint64_t e = std::min(last, (g + 1) * len);
-          const quantize::record rec = load_record<R>(body, g);
-          const std::uint64_t whole = s + (e - s) / 8 * 8;
-          if (stream)
-            cpu::detail::decode_packed<B, asym, Accumulate, true>(codes + s / 8 * B, whole - s,
-                                                                  rec.a, rec.b, weight, out + s);
-          else // an accumulator is read: prefetched ahead within this range
-            cpu::detail::decode_packed<B, asym, Accumulate, false>(
-                codes + s / 8 * B, whole - s, rec.a, rec.b, weight, out + s,
-                Accumulate ? cpu::detail::prefetch_stream{out + s, out + last}
-                           : cpu::detail::prefetch_stream{});
-          for (std::uint64_t i = whole; i < e; ++i) // the tensor's last, partial group of eight
-            put(i, quantize::decode_value(R, B, unpack_one(codes, i, B), rec));
-          s = e;
-        }
-        if (stream)
-          cpu::detail::streaming_store_fence(); // this thread's stores, before the join
-        return;
+    std::vector<stats> part(ranges);
+    cpu::detail::parallel_for(p, n, step, [&](std::uint64_t first, std::uint64_t last) {
+      stats& s = part[first / step];
+      s.finite = groups::group_statistics(c.range, in.data(), n, first, last, s.s0, s.s1);
+    });
+    stats all = part[0];
+    for (const stats& s : part) {
+      all.finite = all.finite && s.finite;
+      if (c.range == quant_range::symmetric) {
+        all.s0 = s.s0 > all.s0 ? s.s0 : all.s0;
+      } else {
+        all.s0 = s.s0 < all.s0 ? s.s0 : all.s0;
+        all.s1 = s.s1 > all.s1 ? s.s1 : all.s1;
       }
     }
-    alignas(64) std::uint8_t code[code_chunk];
-    for (std::uint64_t i = first; i < last; i += code_chunk) {
-      const std::uint64_t m = std::min<std::uint64_t>(last - i, code_chunk);
-      const std::uint64_t whole = m / 8 * 8;
-      cpu::detail::unpack_codes<B>(codes + i / 8 * B, whole, code);
-      for (std::uint64_t j = whole; j < m; ++j) // the tensor's last, partial group of eight
-        code[j] = static_cast<std::uint8_t>(unpack_one(codes, i + j, B));
-      if (column) {
-        for (std::uint64_t j = 0; j < m; ++j)
-          put(i + j,
-              quantize::decode_value(R, B, code[j], load_record<R>(body, (i + j) % c.group)));
-        continue;
+    if (!all.finite)
+      return false;
+    const groups::config cfg(c, ctx.on_nonfinite, n);
+    groups::store_record(cfg.range, body, 0,
+                         quantize::make_record(cfg.range, cfg.bits, all.s0, all.s1));
+    const quantize::coder k = quantize::make_coder(cfg.range, cfg.bits, all.s0, all.s1);
+    const groups::encode_kernel kernel = groups::encode_kernel_for(cfg);
+    const rng_key key = ctx.key();
+    unsigned char* const codes = body + cfg.codes;
+    cpu::detail::parallel_for(p, n, step, [&](std::uint64_t first, std::uint64_t last) {
+      const std::uint64_t whole = last / 8 * 8;
+      const groups::code_run run{first, whole, k};
+      kernel(in.data(), n, &run, 1, {cfg.bits, key, ctx.step, 0, codes, nullptr, 0});
+      if (whole != last) { // the tensor's last, partial group of eight
+        groups::uniform_stream u{key, ctx.step};
+        std::uint32_t rest[8] = {};
+        for (std::uint64_t i = whole; i < last; ++i)
+          rest[i - whole] = groups::code_of(cfg, in[i], k, u, i);
+        pack_group(rest, static_cast<unsigned>(last - whole), cfg.bits,
+                   codes + whole / 8 * cfg.bits);
       }
-      for (std::uint64_t j = 0; j < m;) {
-        const std::uint64_t g = (i + j) / len;
-        const std::uint64_t end = std::min(m, (g + 1) * len - i);
-        const quantize::record rec = load_record<R>(body, g);
-        if constexpr (std::is_same_v<T, float>) {
-          if constexpr (Accumulate) {
-            cpu::detail::accumulate_values<B, asym>(code + j, end - j, rec.a, rec.b, weight,
-                                                    out + i + j);
-          } else {
-            cpu::detail::decode_values<B, asym>(code + j, end - j, rec.a, rec.b, out + i + j);
-          }
-        } else {
-          for (std::uint64_t k = j; k < end; ++k)
-            put(i + k, quantize::decode_value(R, B, code[k], rec));
-        }
-        j = end;
-      }
-    }
+    });
+    return true;
   }
 };
 

@@ -6,7 +6,7 @@
 /// CPU implementation of the sign codec.
 ///
 /// fp32 groups whose bits start on a byte (block % 8 == 0, or one group) run in one pass
-/// (detail/kernels.hpp, sign_group): the bits do not depend on the scale, so the scale's
+/// (detail/sign_kernels.hpp, sign_group): the bits do not depend on the scale, so the scale's
 /// canonical sum and the bits come from the same read of x.
 
 #include <cstddef>
@@ -15,7 +15,7 @@
 #include <type_traits>
 
 #include "commpress/backend/cpu/detail/element_io.hpp"
-#include "commpress/backend/cpu/detail/kernels.hpp"
+#include "commpress/backend/cpu/detail/sign_kernels.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/compress/sign.hpp"
 #include "commpress/core/canonical_sum.hpp"

@@ -25,7 +25,6 @@
 #include <type_traits>
 
 #include "commpress/backend/cpu/detail/element_io.hpp"
-#include "commpress/backend/cpu/detail/kernels.hpp"
 #include "commpress/backend/cpu/detail/top_k_select.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/compress/top_k.hpp"

@@ -19,11 +19,8 @@
 #include <cstring>
 #include <functional>
 
+#include "commpress/backend/cpu/detail/simd.hpp"
 #include "commpress/core/config.hpp"
-
-#if defined(__AVX512F__) || defined(__AVX2__)
-#include <immintrin.h>
-#endif
 
 namespace commpress::cpu::detail {
 
@@ -33,27 +30,6 @@ inline constexpr std::uint64_t sampled_top_k_min_row = 1u << 16;
 /// Bits of one radix digit: 2^11 counters (8 KiB) stay in L1, and three digits cover a key.
 inline constexpr unsigned radix_select_bits = 11;
 inline constexpr std::uint64_t radix_select_bins = std::uint64_t{1} << radix_select_bits;
-
-#if !defined(__AVX512F__) && defined(__AVX2__)
-/// For each 8-bit lane mask, the indices of its set lanes in increasing order, one per byte:
-/// the vpermd pattern that moves an AVX2 vector's selected lanes to the front (AVX2 has no
-/// compress instruction).
-inline constexpr auto compress_pattern8 = [] {
-  std::uint64_t table[256] = {};
-  for (unsigned mask = 0; mask < 256; ++mask)
-    for (unsigned lane = 0, n = 0; lane < 8; ++lane)
-      if ((mask >> lane & 1u) != 0)
-        table[mask] |= std::uint64_t{lane} << (8 * n++);
-  return std::to_array(table);
-}();
-
-/// v's lanes selected by `mask` (8 bits), moved to the front in order; the rest unspecified.
-inline __m256i compress8(unsigned mask, __m256i v) {
-  return _mm256_permutevar8x32_epi32(
-      v, _mm256_cvtepu8_epi32(
-             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(&compress_pattern8[mask]))));
-}
-#endif
 
 /// What radix_select finds: the k-th largest key and how many keys are larger than it.
 struct kth_key {
@@ -67,20 +43,19 @@ inline std::uint64_t keys_in_range(const std::uint32_t* src, std::uint64_t n, st
                                    std::uint32_t span, std::uint32_t* dst) {
   std::uint64_t m = 0;
   std::uint64_t j = 0;
-#if defined(__AVX512F__)
-  // Compress in a register and store all 16 lanes: a compressing store to memory is several
-  // times slower, and lanes past m are overwritten by the next store or never read.
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
-  const __m512i base = _mm512_set1_epi32(static_cast<int>(lo));
-  const __m512i last = _mm512_set1_epi32(static_cast<int>(span));
-  for (; j + 16 <= n; j += 16) {
-    const __m512i key = _mm512_and_si512(_mm512_loadu_si512(src + j), abs_mask);
-    // Below lo, key - lo wraps to >= 2^31 > span.
-    const __mmask16 in = _mm512_cmple_epu32_mask(_mm512_sub_epi32(key, base), last);
-    _mm512_storeu_si512(dst + m, _mm512_maskz_compress_epi32(in, key));
-    m += static_cast<std::uint64_t>(std::popcount(static_cast<unsigned>(in)));
+  {
+    // Compress in a register and store all lanes: a compressing store to memory is several
+    // times slower, and lanes past m are overwritten by the next store or never read.
+    using namespace simd;
+    const vu abs_mask = splat_u32(0x7fffffffu);
+    const vu base = splat_u32(lo);
+    const vu last = splat_u32(span);
+    for (; j + lanes <= n; j += lanes) {
+      const vu key = and_u32(load_u32(src + j), abs_mask);
+      // Below lo, key - lo wraps to >= 2^31 > span.
+      m += compress_store(dst + m, le_u32(sub_u32(key, base), last), key);
+    }
   }
-#endif
   for (; j < n; ++j) {
     const std::uint32_t key = src[j] & 0x7fffffffu;
     dst[m] = key; // branchless: written always, kept if it is in the range
@@ -208,109 +183,52 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
   std::uint64_t above = 0;
   std::uint32_t top = 0;
   std::uint64_t i = 0;
-#if defined(__AVX512F__)
   {
-    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
-    const __m512i inf = _mm512_set1_epi32(0x7f800000);
-    const __m512i lo = _mm512_set1_epi32(static_cast<int>(t0));
-    const __m512i hi = _mm512_set1_epi32(static_cast<int>(t1));
-    const __m512i one = _mm512_set1_epi32(1);
-    const __m512i sixteen = _mm512_set1_epi32(16);
-    __m512i index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    __m512i most = _mm512_setzero_si512();
-    // Per-lane counts (masked adds): cheaper in the loop than popcounts of the masks, and a
-    // lane sees at most d / 16 < 2^32 elements.
-    __m512i nonfinite_lanes = _mm512_setzero_si512();
-    __m512i above_lanes = _mm512_setzero_si512();
+    // Keys are below 2^31, so signed compares order them; key >= t0 is key > t0 - 1 (t0 > 0
+    // here). Per-lane counts: cheaper in the loop than popcounts of the masks, and a lane sees
+    // at most d / lanes < 2^32 elements.
+    using namespace simd;
+    const vu abs_mask = splat_u32(0x7fffffffu);
+    const vu finite_max = splat_u32(0x7f7fffffu);
+    const vu below_lo = splat_u32(t0 - 1);
+    const vu hi = splat_u32(t1);
+    const vu step = splat_u32(static_cast<std::uint32_t>(lanes));
+    vu index = lane_index();
+    vu most = splat_u32(0);
+    vu nonfinite_lanes = splat_u32(0);
+    vu above_lanes = splat_u32(0);
     for (; i + 16 <= d; i += 16) {
       // By hand, 2 KiB ahead: with the candidate stores in the loop, the hardware prefetcher
-      // alone left the pass slower (measured in bench/README.md).
+      // alone left the pass slower (bench/README.md, "Figures behind the code comments").
       if (i + 512 < d)
-        _mm_prefetch(reinterpret_cast<const char*>(x + i + 512), _MM_HINT_T0);
-      __m512i v = _mm512_loadu_si512(x + i);
-      __m512i key = _mm512_and_si512(v, abs_mask);
-      const __mmask16 nf = _mm512_cmpge_epu32_mask(key, inf);
-      nonfinite_lanes = _mm512_mask_add_epi32(nonfinite_lanes, nf, nonfinite_lanes, one);
-      if (zero_nonfinite) {
-        v = _mm512_maskz_mov_epi32(static_cast<__mmask16>(~nf), v);
-        key = _mm512_maskz_mov_epi32(static_cast<__mmask16>(~nf), key);
+        simd::prefetch(x + i + 512);
+      for (std::uint64_t at = i; at < i + 16; at += lanes) {
+        const vu v = load_u32(x + at);
+        vu key = and_u32(v, abs_mask);
+        const vm nf = gt_i32(key, finite_max);
+        nonfinite_lanes = count_lanes(nonfinite_lanes, nf);
+        if (zero_nonfinite) // key 0 < t0: no candidate, so v needs no zeroing
+          key = clear(nf, key);
+        most = max_u32(most, key);
+        above_lanes = count_lanes(above_lanes, gt_i32(key, hi));
+        // Stored whether or not any lane hit: at k = 1% and 10%, 15% resp. 82% of the blocks
+        // hit, at random, and a mispredicted branch costs more than the stores.
+        const vm hit = gt_i32(key, below_lo);
+        if (bitmap != nullptr) { // at is a multiple of lanes: whole bytes, element at in bit 0
+          const std::uint32_t hit_bits = mask_bits(hit);
+          std::memcpy(bitmap + at / 8, &hit_bits, lanes / 8);
+        }
+        compress_store(idx + c, hit, index);
+        c += compress_store(val + c, hit, v);
+        index = add_u32(index, step);
       }
-      // The masked form: GCC 12 warns that the unmasked one reads an undefined source.
-      most = _mm512_mask_max_epu32(most, 0xffff, most, key);
-      above_lanes =
-          _mm512_mask_add_epi32(above_lanes, _mm512_cmpgt_epu32_mask(key, hi), above_lanes, one);
-      // Stored whether or not any lane hit: at k = 1% and 10%, 15% resp. 82% of the blocks
-      // hit, at random, and the mispredicted branch cost more than the stores.
-      const __mmask16 hit = _mm512_cmpge_epu32_mask(key, lo);
-      if (bitmap != nullptr) // i is a multiple of 16: two whole bytes, element i in bit 0
-        std::memcpy(bitmap + i / 8, &hit, 2);
-      _mm512_storeu_si512(idx + c, _mm512_maskz_compress_epi32(hit, index));
-      _mm512_storeu_si512(val + c, _mm512_maskz_compress_epi32(hit, v));
-      c += static_cast<std::uint64_t>(__builtin_popcount(hit));
-      if (c > limit)
-        return declined;
-      index = _mm512_add_epi32(index, sixteen);
-    }
-    alignas(64) std::uint32_t lanes[3][16];
-    _mm512_store_si512(lanes[0], nonfinite_lanes);
-    _mm512_store_si512(lanes[1], above_lanes);
-    _mm512_store_si512(lanes[2], most);
-    for (unsigned l = 0; l < 16; ++l) {
-      nonfinite += lanes[0][l];
-      above += lanes[1][l];
-      top = std::max(top, lanes[2][l]);
-    }
-  }
-#elif defined(__AVX2__)
-  {
-    // The pass above in 8-lane halves. Keys are below 2^31, so signed compares order them;
-    // key >= t0 is key > t0 - 1 (t0 > 0 here), a lane count is a sum of compare masks (-1).
-    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
-    const __m256i finite_max = _mm256_set1_epi32(0x7f7fffff);
-    const __m256i lo = _mm256_set1_epi32(static_cast<int>(t0 - 1));
-    const __m256i hi = _mm256_set1_epi32(static_cast<int>(t1));
-    const __m256i eight = _mm256_set1_epi32(8);
-    __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    __m256i most = _mm256_setzero_si256();
-    __m256i nonfinite_lanes = _mm256_setzero_si256();
-    __m256i above_lanes = _mm256_setzero_si256();
-    const auto eight_lanes = [&](std::uint64_t at) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + at));
-      __m256i key = _mm256_and_si256(v, abs_mask);
-      const __m256i nf = _mm256_cmpgt_epi32(key, finite_max);
-      nonfinite_lanes = _mm256_sub_epi32(nonfinite_lanes, nf);
-      if (zero_nonfinite) // key 0 < t0: no candidate, so v needs no zeroing
-        key = _mm256_andnot_si256(nf, key);
-      most = _mm256_max_epi32(most, key);
-      above_lanes = _mm256_sub_epi32(above_lanes, _mm256_cmpgt_epi32(key, hi));
-      const auto hit = static_cast<unsigned>(
-          _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(key, lo))));
-      if (bitmap != nullptr) // at is a multiple of 8: one whole byte, element at in bit 0
-        bitmap[at / 8] = static_cast<unsigned char>(hit);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + c), compress8(hit, index));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(val + c), compress8(hit, v));
-      c += static_cast<std::uint64_t>(std::popcount(hit));
-      index = _mm256_add_epi32(index, eight);
-    };
-    for (; i + 16 <= d; i += 16) {
-      if (i + 512 < d)
-        _mm_prefetch(reinterpret_cast<const char*>(x + i + 512), _MM_HINT_T0);
-      eight_lanes(i);
-      eight_lanes(i + 8);
       if (c > limit)
         return declined;
     }
-    alignas(32) std::uint32_t lanes[3][8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes[0]), nonfinite_lanes);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes[1]), above_lanes);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes[2]), most);
-    for (unsigned l = 0; l < 8; ++l) {
-      nonfinite += lanes[0][l];
-      above += lanes[1][l];
-      top = std::max(top, lanes[2][l]);
-    }
+    nonfinite += static_cast<std::size_t>(reduce_add_u32(nonfinite_lanes));
+    above += reduce_add_u32(above_lanes);
+    top = reduce_max_u32(most);
   }
-#endif
   if (bitmap != nullptr) // the bytes the loop below sets bit by bit (i is a multiple of 16)
     std::memset(bitmap + i / 8, 0, (d + 7) / 8 - i / 8);
   for (; i < d; ++i) {
@@ -352,34 +270,31 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
   };
   std::uint64_t m = 0;
   std::uint64_t j = 0;
-#if defined(__AVX512F__)
   {
-    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
-    const __m512i kth_vec = _mm512_set1_epi32(static_cast<int>(t));
-    for (; j + 16 <= c; j += 16) {
-      const __m512i v = _mm512_loadu_si512(val + j);
-      const __m512i key = _mm512_and_si512(v, abs_mask);
-      auto keep = static_cast<unsigned>(_mm512_cmpgt_epu32_mask(key, kth_vec));
+    using namespace simd;
+    const vu abs_mask = splat_u32(0x7fffffffu);
+    const vu kth_vec = splat_u32(t);
+    for (; j + lanes <= c; j += lanes) {
+      const vu v = load_u32(val + j);
+      const vu key = and_u32(v, abs_mask);
+      std::uint32_t keep = mask_bits(gt_u32(key, kth_vec));
       // Ties are rare: keep the first `ties` lanes equal to t (lanes are in index order).
-      for (auto eq = static_cast<unsigned>(_mm512_cmpeq_epi32_mask(key, kth_vec));
-           eq != 0 && ties != 0; eq &= eq - 1, --ties)
+      for (std::uint32_t eq = mask_bits(eq_u32(key, kth_vec)); eq != 0 && ties != 0;
+           eq &= eq - 1, --ties)
         keep |= eq & (0u - eq);
-      for (unsigned rejected = ~keep & 0xffffu; rejected != 0; rejected &= rejected - 1)
+      for (std::uint32_t rejected = ~keep & ((1u << lanes) - 1u); rejected != 0;
+           rejected &= rejected - 1)
         unmark(idx[j + static_cast<unsigned>(std::countr_zero(rejected))]);
-      // All 16 lanes stored (see keys_in_range): m <= j, so only lanes already read are hit.
+      // All lanes stored (see keys_in_range): m <= j, so only lanes already read are hit.
       // The caller's `values` get the kept lanes alone: nothing past its 4 k bytes.
-      const auto mask = static_cast<__mmask16>(keep);
-      const auto kept = static_cast<unsigned>(std::popcount(keep));
-      _mm512_storeu_si512(idx + m, _mm512_maskz_compress_epi32(mask, _mm512_loadu_si512(idx + j)));
+      const vm mask = mask_from_bits(keep);
+      compress_store(idx + m, mask, load_u32(idx + j));
       if (values != nullptr)
-        _mm512_mask_storeu_epi32(values + 4 * m, static_cast<__mmask16>((1u << kept) - 1u),
-                                 _mm512_maskz_compress_epi32(mask, v));
+        m += compress_store_exact(values + 4 * m, mask, v);
       else
-        _mm512_storeu_si512(val + m, _mm512_maskz_compress_epi32(mask, v));
-      m += kept;
+        m += compress_store(val + m, mask, v);
     }
   }
-#endif
   for (; j < c; ++j) {
     const std::uint32_t key = val[j] & 0x7fffffffu;
     const bool tie = key == t && ties != 0;

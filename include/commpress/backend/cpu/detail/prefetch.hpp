@@ -1,0 +1,45 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// How the streaming CPU kernels keep memory requests flowing: a software prefetch a fixed
+/// distance ahead of the element being read, and non-temporal stores for large outputs.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "commpress/core/config.hpp"
+
+namespace commpress::cpu::detail {
+
+/// How far ahead of the element being read the streaming kernels prefetch: 2048 floats
+/// (8 KiB, two pages). Each kernel asks for one cache line per 16 elements it reads, so the
+/// requests are spread evenly over the pass instead of bunched at the start of a block; the
+/// hardware prefetcher alone stops at every 4 KiB page, which is exactly one block of 1024
+/// floats (bench/README.md).
+inline constexpr std::size_t prefetch_ahead = 2048;
+
+/// An array that a pass reading element i of it (or of an array it walks in step with) asks
+/// to have element i + prefetch_ahead in cache, while that is below `end`. The default
+/// prefetches nothing (a pass over data already in L1).
+struct prefetch_stream {
+  const float* base = nullptr;
+  const float* end = nullptr;
+
+  COMMPRESS_FORCEINLINE void operator()(std::size_t i) const {
+#if defined(__GNUC__) || defined(__clang__)
+    if (end - base > static_cast<std::ptrdiff_t>(i + prefetch_ahead))
+      __builtin_prefetch(base + i + prefetch_ahead, 0, 3);
+#else
+    (void)i;
+#endif
+  }
+};
+
+/// Outputs at least this large are written with non-temporal stores where a kernel can: far
+/// beyond any core's L2, and larger than the consumer could find in cache anyway (glibc's
+/// memcpy switches at a similar size).
+inline constexpr std::size_t streaming_store_min_bytes = std::size_t{32} << 20;
+
+} // namespace commpress::cpu::detail

@@ -1,0 +1,773 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// The one group pipeline of the CPU quantizer, shared by encode, decode, decode_accumulate,
+/// roundtrip and the fused error-feedback step under every CPU policy (cpu::seq, and cpu::par
+/// on ranges of groups or elements): a group's statistics, its record and coder, then its
+/// codes.
+///
+/// Two layers:
+/// - Drivers walk the groups with the codec's configuration as run-time values. They form each
+///   group's statistics and record, handle what the vector kernels do not (a group holding a
+///   NaN or Inf, per-column scales, half-precision elements, a group that does not start on a
+///   multiple of 8) one element at a time, and hand runs of whole groups to the kernels. Only
+///   the element type is a template parameter.
+/// - Kernels (templates on the code width, the range and the rounding, or on accumulation)
+///   take whole runs: a batch of short blocks, or the chunks of one long group, so that a
+///   kernel is chosen once per batch of about 1024 elements rather than once per group. The
+///   code widths 2, 4 and 8 have kernels of their own; the others share one (B = 0).
+/// Every path computes the per-element expressions of compress/quantize.hpp, so the bytes do
+/// not depend on which one ran.
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <type_traits>
+
+#include "commpress/backend/cpu/detail/element_io.hpp"
+#include "commpress/backend/cpu/detail/philox.hpp"
+#include "commpress/backend/cpu/detail/prefetch.hpp"
+#include "commpress/backend/cpu/detail/quantize_kernels.hpp"
+#include "commpress/backend/cpu/detail/reduce.hpp"
+#include "commpress/compress/quantize.hpp"
+#include "commpress/core/context.hpp"
+#include "commpress/core/dtype.hpp"
+#include "commpress/core/error_update.hpp"
+#include "commpress/core/math.hpp"
+#include "commpress/core/rng.hpp"
+#include "commpress/format/bit_packing.hpp"
+#include "commpress/format/body_checksum.hpp"
+
+namespace commpress::cpu::detail::quantize_groups {
+
+using commpress::detail::bits_to_float;
+using commpress::detail::is_finite;
+using commpress::detail::screen;
+
+inline constexpr quant_range sym = quant_range::symmetric;
+
+/// Groups of up to this many elements together are encoded a batch at a time: the statistics
+/// of all, then the codes of all. A group's codes wait for its scale (a reduction and two
+/// divisions); in a batch the scales of short blocks are formed back to back, and the codes
+/// still find the batch (4 KiB) in L1.
+inline constexpr std::size_t batch_elements = 1024;
+
+/// A group longer than this is read from memory again by its code pass (not from L1), which
+/// then prefetches.
+inline constexpr std::size_t l1_group = 4096;
+
+/// Largest block of the fused error-feedback step, whose h lives on the stack.
+inline constexpr std::uint32_t fused_max_block = 4096;
+
+// --- the configuration at run time, and the element-wise definitions --------------------------
+
+/// The run-time view of a quantize call.
+struct config {
+  quant_range range;
+  unsigned bits;
+  bool stochastic;
+  nonfinite_policy policy;
+  std::size_t len;   ///< elements per group (n for a per-tensor scale, columns per row)
+  std::size_t n;     ///< elements of the tensor
+  std::size_t codes; ///< byte offset of the codes in the body
+
+  config(const quantize& c, nonfinite_policy p, std::size_t elements)
+      : range(c.range), bits(c.bits), stochastic(c.round == rounding::stochastic), policy(p),
+        len(c.granularity == scale_granularity::tensor ? elements : c.group), n(elements),
+        codes(static_cast<std::size_t>(c.n_groups(elements) * c.record_bytes())) {}
+};
+
+/// Element i's uniform, uniform_from_bits(random_u32(key, step, i)), drawing each Philox block
+/// once for its four consecutive elements instead of once per element.
+struct uniform_stream {
+  rng_key key;
+  std::uint64_t step;
+  std::uint64_t block = ~std::uint64_t{0};
+  rng_block words{};
+
+  COMMPRESS_FORCEINLINE float operator()(std::uint64_t i) {
+    if ((i >> 2) != block) {
+      block = i >> 2;
+      words = random_block(key, step, block);
+    }
+    return uniform_from_bits(words.v[i & 3u]);
+  }
+};
+
+/// The code of element i (global index) with value x in a group with coder k.
+COMMPRESS_FORCEINLINE std::uint32_t code_of(const config& c, float x, quantize::coder k,
+                                            uniform_stream& u, std::size_t i) {
+  return c.stochastic ? quantize::encode_stochastic(c.range, c.bits, x, k, u(i))
+                      : quantize::encode_nearest(c.range, c.bits, x, k);
+}
+
+/// Folds v into a group's statistics: absmax (symmetric) or min and max (asymmetric). The
+/// comparisons are order-independent for non-NaN values; NaN is ignored here because its group
+/// is poisoned separately.
+COMMPRESS_FORCEINLINE void fold(quant_range r, float v, float& s0, float& s1) {
+  if (r == sym) {
+    const float a = commpress::detail::abs(v);
+    s0 = a > s0 ? a : s0;
+  } else {
+    s0 = v < s0 ? v : s0;
+    s1 = v > s1 ? v : s1;
+  }
+}
+constexpr float stat0_init(quant_range r) {
+  return r == sym ? 0.0f : std::numeric_limits<float>::infinity();
+}
+inline constexpr float stat1_init = -std::numeric_limits<float>::infinity();
+
+COMMPRESS_FORCEINLINE void store_record(quant_range r, unsigned char* body, std::size_t g,
+                                        quantize::record rec) {
+  if (r == sym) {
+    store_word<float>(body + 4 * g, rec.a);
+  } else {
+    store_word<float>(body + 8 * g, rec.a);
+    store_word<float>(body + 8 * g + 4, rec.b);
+  }
+}
+COMMPRESS_FORCEINLINE quantize::record load_record(quant_range r, const unsigned char* body,
+                                                   std::size_t g) {
+  if (r == sym)
+    return {load_word<float>(body + 4 * g), 0.0f};
+  return {load_word<float>(body + 8 * g), load_word<float>(body + 8 * g + 4)};
+}
+
+/// Writes the codes of elements [begin, end), code(i) giving element i's. Runs are visited in
+/// increasing order; a group of eight that straddles two runs is collected in `buf` and
+/// packed when its last code arrives (the caller packs a short final group).
+template <class CodeFn>
+COMMPRESS_FORCEINLINE void pack_run(unsigned bits, std::size_t begin, std::size_t end,
+                                    std::uint32_t (&buf)[8], unsigned char* codes, CodeFn&& code) {
+  std::size_t i = begin;
+  for (; i < end && (i & 7u) != 0; ++i) {
+    buf[i & 7u] = code(i);
+    if ((i & 7u) == 7u)
+      commpress::detail::pack_group(buf, 8, bits, codes + (i >> 3) * bits);
+  }
+  for (; i + 8 <= end; i += 8) {
+    std::uint32_t eight[8];
+    for (unsigned k = 0; k < 8; ++k)
+      eight[k] = code(i + k);
+    commpress::detail::pack_group(eight, 8, bits, codes + (i >> 3) * bits);
+  }
+  for (; i < end; ++i)
+    buf[i & 7u] = code(i); // fewer than 8 left: never completes a group
+}
+
+/// Calls sink(i, code) for the elements [begin, end).
+template <class Sink>
+COMMPRESS_FORCEINLINE void unpack_run(unsigned bits, std::size_t begin, std::size_t end,
+                                      const unsigned char* codes, Sink&& sink) {
+  std::size_t i = begin;
+  for (; i < end && (i & 7u) != 0; ++i)
+    sink(i, commpress::detail::unpack_one(codes, i, bits));
+  for (; i + 8 <= end; i += 8) {
+    std::uint32_t eight[8];
+    commpress::detail::unpack_group(codes + (i >> 3) * bits, 8, bits, eight);
+    for (unsigned k = 0; k < 8; ++k)
+      sink(i + k, eight[k]);
+  }
+  for (; i < end; ++i)
+    sink(i, commpress::detail::unpack_one(codes, i, bits));
+}
+
+// --- what the drivers hand to the kernels -----------------------------------------------------
+
+/// Elements [begin, end) of one group, both multiples of 8, with the group's coder.
+struct code_run {
+  std::size_t begin;
+  std::size_t end;
+  quantize::coder coder;
+};
+
+/// Elements [begin, end) of one group (begin a multiple of 8), with the group's record.
+struct value_run {
+  std::size_t begin;
+  std::size_t end;
+  quantize::record record;
+};
+
+/// Where an encode kernel writes: the code of element i (of the kernel's x) at bit i * bits of
+/// `codes`; its random word is that of element first_index + i. With a checksum, the code bytes
+/// of every finished chunk are announced to `sum`, at codes_at + their offset.
+struct code_sink {
+  unsigned bits;
+  rng_key key;
+  std::uint64_t step;
+  std::uint64_t first_index;
+  unsigned char* codes;
+  format::body_checksum* sum;
+  std::size_t codes_at;
+
+  COMMPRESS_FORCEINLINE void progress(std::size_t elements) const {
+    if (sum != nullptr)
+      sum->written(codes_at + elements / 8 * bits);
+  }
+};
+
+// --- kernels ------------------------------------------------------------------------------
+
+/// The codes of the runs of x (n elements) into `out`.
+template <unsigned B, bool Asym, bool Stochastic>
+void encode_runs(const float* x, std::size_t n, const code_run* runs, std::size_t count,
+                 const code_sink& out) {
+  const unsigned b = simd::width<B>(out.bits);
+  alignas(64) std::uint32_t words[Stochastic ? code_chunk : 1];
+  for (std::size_t r = 0; r < count; ++r) {
+    const code_run run = runs[r];
+    const bool reread = run.end - run.begin > l1_group;
+    for (std::size_t i = run.begin; i < run.end; i += code_chunk) {
+      const std::size_t m = run.end - i < code_chunk ? run.end - i : code_chunk;
+      if constexpr (Stochastic)
+        philox_words(out.key, out.step, (out.first_index + i) >> 2, (m + 3) / 4, words);
+      encode_codes<B, Asym, Stochastic>(x + i, m, b, run.coder, words, out.codes + i / 8 * b,
+                                        reread ? prefetch_stream{x + i, x + n} : prefetch_stream{});
+      out.progress(i + m);
+    }
+  }
+}
+
+/// Decodes the runs from `codes` (element i's code at bit i * bits) into out (n elements):
+/// out = value, or with Accumulate out += weight * value. `stream`: see decode_codes (out
+/// aligned to 64 bytes, every run's begin a multiple of 16).
+template <unsigned B, bool Asym, bool Accumulate>
+void decode_runs(const unsigned char* codes, unsigned bits, const value_run* runs,
+                 std::size_t count, float* out, std::size_t n, float weight, bool stream) {
+  const unsigned b = simd::width<B>(bits);
+  for (std::size_t r = 0; r < count; ++r) {
+    const value_run run = runs[r];
+    const unsigned char* in = codes + run.begin / 8 * b;
+    const std::size_t m = run.end - run.begin;
+    float* const o = out + run.begin;
+    if constexpr (Accumulate) { // an accumulator is read: prefetched ahead
+      decode_codes<B, Asym, decode_mode::accumulate>(in, m, b, run.record, weight, o, false,
+                                                     {o, out + n});
+    } else if (is_finite(run.record.a) && (!Asym || is_finite(run.record.b))) {
+      decode_codes<B, Asym, decode_mode::store>(in, m, b, run.record, weight, o, stream);
+    } else {
+      decode_codes<B, Asym, decode_mode::store_canonical>(in, m, b, run.record, weight, o, stream);
+    }
+  }
+}
+
+/// What the fused error-feedback kernel works on: the groups of `len` elements (a multiple of
+/// 8) from element `begin` to `end`, the first of them group `group`; e holds elements
+/// [begin, end) (in place, or a copy, whose e_stream then prefetches nothing).
+struct error_batch {
+  const config* c;
+  const float* g;
+  float* e;
+  prefetch_stream e_stream;
+  std::size_t begin;
+  std::size_t end;
+  std::size_t group;
+  error_update rule;
+  unsigned char* body;
+  code_sink out;
+};
+
+/// A group of the fused step that the vector kernel does not take (its h holds a NaN or Inf,
+/// or its length is not a multiple of 8: the tensor's last group), one element at a time:
+/// encode's statistics and codes of screen(h), and the rule applied to h - deQ. Returns how
+/// many elements held their e.
+inline std::uint32_t encode_error_elementwise(const error_batch& a, std::size_t begin,
+                                              std::size_t m, const float* h, float* e,
+                                              std::uint32_t max_bits, std::size_t grp) {
+  const config& c = *a.c;
+  std::size_t ignored = 0; // encode's own count of non-finite h is not reported by ef
+  float s0 = bits_to_float(max_bits);
+  if (max_bits >= 0x7f800000u) { // a NaN or Inf h: encode's element-wise statistics
+    s0 = 0.0f;
+    float unused = stat1_init;
+    bool poisoned = false;
+    for (std::size_t j = 0; j < m; ++j) {
+      poisoned |= !is_finite(h[j]);
+      fold(sym, screen(h[j], c.policy, ignored), s0, unused);
+    }
+    if (poisoned && c.policy != nonfinite_policy::zero_and_count)
+      s0 = bits_to_float(0x7fc00000u);
+  }
+  const quantize::record rec = quantize::make_record(sym, c.bits, s0, 0.0f);
+  store_record(sym, a.body, grp, rec);
+  const quantize::coder k = quantize::make_coder(sym, c.bits, s0, 0.0f);
+  uniform_stream u{a.out.key, a.out.step};
+  std::uint32_t buf[8] = {};
+  std::uint32_t held = 0;
+  // The group starts on a multiple of 8; only the tensor's last group ends off one.
+  pack_run(c.bits, begin, begin + m, buf, a.out.codes, [&](std::size_t i) {
+    const std::uint32_t code = code_of(c, screen(h[i - begin], c.policy, ignored), k, u, i);
+    // e = h + (-1) * deQ, as decode_accumulate(payload, h, -1) computes it, where finite.
+    const float v = quantize::decode_value(sym, c.bits, code, rec);
+    held += a.rule(commpress::detail::add_rn(h[i - begin], commpress::detail::mul_rn(-1.0f, v)),
+                   e[i - begin])
+                ? 1u
+                : 0u;
+    return code;
+  });
+  if (m % 8 != 0)
+    commpress::detail::pack_group(buf, static_cast<unsigned>(m % 8), c.bits,
+                                  a.out.codes + (begin + m) / 8 * c.bits);
+  return held;
+}
+
+/// One error-feedback step fused with the encode, per group of the batch: h = screen(g) + e,
+/// the body gets Q(h), and e is updated from the fresh error h - deQ(Q(h)) by `rule` (plain EF:
+/// e = fresh where finite; LoCo: the moving average), `held` counting the elements that kept
+/// their e. The same operations, in the same order, as the policies' unfused sequence (h in a
+/// workspace, encode, decode_accumulate with weight -1, the rule), in one pass over g and e.
+/// Returns the non-finite count of g.
+template <unsigned B, bool Stochastic>
+std::size_t encode_error_batch(const error_batch& a, std::size_t& held) {
+  const config& c = *a.c;
+  const unsigned b = simd::width<B>(c.bits);
+  const bool zero = c.policy == nonfinite_policy::zero_and_count;
+  const bool replace = a.rule.keep == 0.0f;
+  alignas(64) float h[fused_max_block];
+  alignas(64) std::uint32_t words[Stochastic ? code_chunk : 1];
+  std::size_t bad = 0;
+  for (std::size_t grp = a.group, begin = a.begin; begin < a.end; ++grp, begin += c.len) {
+    const std::size_t m = a.end - begin < c.len ? a.end - begin : c.len;
+    a.out.progress(begin); // the groups before this one
+    float* const e = a.e + (begin - a.begin);
+    const prefetch_stream g_stream{a.g + begin, a.g + c.n};
+    const screened_sum sums = zero ? add_screened<true>(a.g + begin, e, m, h, g_stream)
+                                   : add_screened<false>(a.g + begin, e, m, h, g_stream);
+    bad += sums.nonfinite;
+    const std::uint32_t key = sums.max_bits;
+    if (key >= 0x7f800000u || m % 8 != 0) {
+      held += encode_error_elementwise(a, begin, m, h, e, key, grp);
+      continue;
+    }
+    const float s0 = bits_to_float(key);
+    const quantize::record rec = quantize::make_record(sym, b, s0, 0.0f);
+    store_record(sym, a.body, grp, rec);
+    const quantize::coder k = quantize::make_coder(sym, b, s0, 0.0f);
+    const bool bounded = key < 0x7e800000u; // absmax < 2^126: h - deQ is finite
+    for (std::size_t i = 0; i < m; i += code_chunk) {
+      const std::size_t mm = m - i < code_chunk ? m - i : code_chunk;
+      if constexpr (Stochastic)
+        philox_words(a.out.key, a.out.step, (begin + i) >> 2, (mm + 3) / 4, words);
+      unsigned char* const out = a.out.codes + (begin + i) / 8 * b;
+      const prefetch_stream ahead =
+          a.e_stream.base == nullptr
+              ? prefetch_stream{}
+              : prefetch_stream{a.e_stream.base + (begin - a.begin) + i, a.e_stream.end};
+      if (replace && bounded)
+        held += encode_error_codes<B, Stochastic, true, false>(h + i, mm, b, k, rec, words, out,
+                                                               a.rule, e + i, ahead);
+      else if (replace)
+        held += encode_error_codes<B, Stochastic, true, true>(h + i, mm, b, k, rec, words, out,
+                                                              a.rule, e + i, ahead);
+      else if (bounded)
+        held += encode_error_codes<B, Stochastic, false, false>(h + i, mm, b, k, rec, words, out,
+                                                                a.rule, e + i, ahead);
+      else
+        held += encode_error_codes<B, Stochastic, false, true>(h + i, mm, b, k, rec, words, out,
+                                                               a.rule, e + i, ahead);
+    }
+  }
+  return bad;
+}
+
+// --- choosing a kernel ----------------------------------------------------------------------
+
+/// Calls f(std::integral_constant<unsigned, B>{}) with the kernel width of `bits`: itself for
+/// 2, 4 and 8, 0 (given at run time) for the others.
+template <class F> decltype(auto) with_width(unsigned bits, F&& f) {
+  switch (bits) {
+  case 8:
+    return f(std::integral_constant<unsigned, 8>{});
+  case 4:
+    return f(std::integral_constant<unsigned, 4>{});
+  case 2:
+    return f(std::integral_constant<unsigned, 2>{});
+  default:
+    return f(std::integral_constant<unsigned, 0>{});
+  }
+}
+
+using encode_kernel = void (*)(const float*, std::size_t, const code_run*, std::size_t,
+                               const code_sink&);
+inline encode_kernel encode_kernel_for(const config& c) {
+  return with_width(c.bits, [&](auto w) -> encode_kernel {
+    constexpr unsigned B = decltype(w)::value;
+    if (c.range == sym)
+      return c.stochastic ? &encode_runs<B, false, true> : &encode_runs<B, false, false>;
+    return c.stochastic ? &encode_runs<B, true, true> : &encode_runs<B, true, false>;
+  });
+}
+
+using decode_kernel = void (*)(const unsigned char*, unsigned, const value_run*, std::size_t,
+                               float*, std::size_t, float, bool);
+template <bool Accumulate> decode_kernel decode_kernel_for(const config& c) {
+  return with_width(c.bits, [&](auto w) -> decode_kernel {
+    constexpr unsigned B = decltype(w)::value;
+    return c.range == sym ? &decode_runs<B, false, Accumulate> : &decode_runs<B, true, Accumulate>;
+  });
+}
+
+using error_kernel = std::size_t (*)(const error_batch&, std::size_t&);
+inline error_kernel error_kernel_for(const config& c) {
+  return with_width(c.bits, [&](auto w) -> error_kernel {
+    constexpr unsigned B = decltype(w)::value;
+    return c.stochastic ? &encode_error_batch<B, true> : &encode_error_batch<B, false>;
+  });
+}
+
+// --- drivers ------------------------------------------------------------------------------
+
+/// The statistics of group [begin, end) of an fp32 tensor of n elements, vectorized, as
+/// {s0, s1} (absmax, or lo and hi); false when the group holds a NaN or Inf.
+inline bool group_statistics(quant_range r, const float* x, std::size_t n, std::size_t begin,
+                             std::size_t end, float& s0, float& s1) {
+  const prefetch_stream ahead{x + begin, x + n};
+  if (r == quant_range::asymmetric) {
+    const value_range_result v = value_range(x + begin, end - begin, ahead);
+    s0 = v.lo;
+    s1 = v.hi;
+    return v.finite;
+  }
+  const std::uint32_t key = max_magnitude_bits(x + begin, end - begin, ahead);
+  s0 = bits_to_float(key);
+  s1 = 0.0f;
+  return key < 0x7f800000u;
+}
+
+/// Encodes the groups [first_group, last_group) of `in` (block or tensor granularity) into
+/// `body`, or every column (column granularity, whole tensors only); with a checksum, announces
+/// the codes of every finished group of eight. first_group * len is a multiple of 8. Returns
+/// the NaN/Inf count.
+template <element T>
+std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
+                   unsigned char* body, format::body_checksum* sum, std::size_t first_group,
+                   std::size_t last_group) {
+  const std::size_t n = in.size();
+  if (n == 0)
+    return 0;
+  const config c(q, ctx.on_nonfinite, n);
+  const bool poison = c.policy == nonfinite_policy::propagate;
+  const rng_key key = ctx.key(); // a Philox block: once per call
+  uniform_stream u{key, ctx.step};
+  unsigned char* const codes = body + c.codes;
+  const code_sink sink{c.bits, key, ctx.step, 0, codes, sum, c.codes};
+  std::uint32_t buf[8] = {};
+  std::size_t bad = 0;
+  std::size_t ignored = 0; // the second load of an element must not count it again
+  const auto code_at = [&](quantize::coder k) {
+    return [&, k](std::size_t i) {
+      return code_of(c, screen(to_float(in[i]), c.policy, ignored), k, u, i);
+    };
+  };
+
+  if (q.granularity == scale_granularity::column) {
+    // The record slots hold the column statistics until every code is written: symmetric
+    // {absmax}, asymmetric {lo, hi}; then they are turned into records in place.
+    const std::size_t cols = c.len;
+    const std::size_t rows = n / cols;
+    for (std::size_t j = 0; j < cols; ++j)
+      store_record(c.range, body, j, {stat0_init(c.range), stat1_init});
+    for (std::size_t r = 0; r < rows; ++r) {
+      const T* row = in.data() + r * cols;
+      for (std::size_t j = 0; j < cols; ++j) {
+        quantize::record s = load_record(c.range, body, j);
+        fold(c.range, screen(to_float(row[j]), c.policy, bad), s.a, s.b);
+        store_record(c.range, body, j, s);
+      }
+    }
+    if (poison && bad != 0) {
+      const float nan = bits_to_float(0x7fc00000u);
+      for (std::size_t i = 0; i < n; ++i)
+        if (!is_finite(to_float(in[i])))
+          store_record(c.range, body, i % cols, {nan, nan});
+    }
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::size_t base = r * cols;
+      pack_run(c.bits, base, base + cols, buf, codes, [&](std::size_t i) {
+        const quantize::record s = load_record(c.range, body, i - base);
+        const quantize::coder k = quantize::make_coder(c.range, c.bits, s.a, s.b);
+        return code_of(c, screen(to_float(in[i]), c.policy, ignored), k, u, i);
+      });
+      sink.progress(base + cols);
+    }
+    for (std::size_t j = 0; j < cols; ++j) {
+      const quantize::record s = load_record(c.range, body, j);
+      store_record(c.range, body, j, quantize::make_record(c.range, c.bits, s.a, s.b));
+    }
+  } else {
+    const std::size_t stop = last_group * c.len < n ? last_group * c.len : n;
+    const std::size_t per_batch =
+        c.len < batch_elements && c.len % 8 == 0 ? batch_elements / c.len : 1;
+    [[maybe_unused]] const encode_kernel kernel = encode_kernel_for(c);
+    std::size_t g = first_group;
+    for (std::size_t begin = first_group * c.len; begin < stop;) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (begin % 8 == 0) { // a batch of groups through the kernel
+          const float* x = in.data();
+          code_run runs[batch_elements / 8];
+          std::size_t count = 0;
+          for (std::size_t b = begin; count < per_batch && b < stop; ++count, b += c.len) {
+            const std::size_t e = n - b < c.len ? n : b + c.len;
+            float s0, s1;
+            if (!group_statistics(c.range, x, n, b, e, s0, s1))
+              break; // a NaN or Inf: this group goes element-wise
+            store_record(c.range, body, g + count, quantize::make_record(c.range, c.bits, s0, s1));
+            runs[count] = {b, b + (e - b) / 8 * 8, quantize::make_coder(c.range, c.bits, s0, s1)};
+          }
+          if (count != 0) {
+            kernel(x, n, runs, count, sink);
+            // The last group's elements past its last whole eight (it ends the tensor, or its
+            // length is not a multiple of 8).
+            const code_run& last = runs[count - 1];
+            const std::size_t e = n - last.begin < c.len ? n : last.begin + c.len;
+            if (last.end != e) {
+              pack_run(c.bits, last.end, e, buf, codes, code_at(last.coder));
+              sink.progress(e);
+            }
+            g += count;
+            begin = e;
+            continue;
+          }
+        }
+      }
+      // One group element by element: it holds a NaN or Inf, or it is not fp32, or it does
+      // not start on a multiple of 8.
+      const std::size_t e = n - begin < c.len ? n : begin + c.len;
+      float s0 = stat0_init(c.range);
+      float s1 = stat1_init;
+      const std::size_t bad_before = bad;
+      for (std::size_t i = begin; i < e; ++i)
+        fold(c.range, screen(to_float(in[i]), c.policy, bad), s0, s1);
+      if (poison && bad != bad_before)
+        s0 = s1 = bits_to_float(0x7fc00000u);
+      store_record(c.range, body, g, quantize::make_record(c.range, c.bits, s0, s1));
+      pack_run(c.bits, begin, e, buf, codes,
+               code_at(quantize::make_coder(c.range, c.bits, s0, s1)));
+      sink.progress(e);
+      ++g;
+      begin = e;
+    }
+    if (stop != n)
+      return bad; // the range ends on a multiple of 8: nothing is left in buf
+  }
+  if ((n & 7u) != 0)
+    commpress::detail::pack_group(buf, static_cast<unsigned>(n & 7u), c.bits,
+                                  codes + (n >> 3) * c.bits);
+  return bad;
+}
+
+/// The value of every element in [first, last) of an n-element body, sink(i, value), in
+/// element order within each group: quantize::decode_value one element at a time.
+template <class Sink>
+void decode_each(const config& c, bool column, const unsigned char* body, std::size_t first,
+                 std::size_t last, Sink&& sink) {
+  const unsigned char* const codes = body + c.codes;
+  if (column) {
+    unpack_run(c.bits, first, last, codes, [&](std::size_t i, std::uint32_t code) {
+      sink(i, quantize::decode_value(c.range, c.bits, code, load_record(c.range, body, i % c.len)));
+    });
+    return;
+  }
+  for (std::size_t begin = first; begin < last;) {
+    const std::size_t g = begin / c.len;
+    const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
+    const quantize::record rec = load_record(c.range, body, g);
+    unpack_run(c.bits, begin, e, codes, [&](std::size_t i, std::uint32_t code) {
+      sink(i, quantize::decode_value(c.range, c.bits, code, rec));
+    });
+    begin = e;
+  }
+}
+
+/// Elements [first, last) of an n-element body (first a multiple of 8) into out: out = value,
+/// or with Accumulate out += weight * value. fp32 groups that start on a multiple of 8 take the
+/// kernels; everything else decode_each: the same expressions, so the same bits.
+template <bool Accumulate, element T>
+void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out, float weight,
+            std::size_t first, std::size_t last) {
+  if (first >= last)
+    return;
+  const config c(q, nonfinite_policy::propagate, n);
+  const bool column = q.granularity == scale_granularity::column;
+  if constexpr (std::is_same_v<T, float>) {
+    if (!column && (c.len % 8 == 0 || c.len == n)) {
+      const decode_kernel kernel = decode_kernel_for<Accumulate>(c);
+      // A large, 64-byte aligned output whose groups keep that alignment is streamed.
+      const bool stream = !Accumulate && 4 * n >= streaming_store_min_bytes &&
+                          reinterpret_cast<std::uintptr_t>(out) % 64 == 0 &&
+                          (c.len % 16 == 0 || c.len == n) && first % 16 == 0;
+      constexpr std::size_t most = 256;
+      value_run runs[most];
+      for (std::size_t begin = first; begin < last;) {
+        std::size_t count = 0;
+        for (; count < most && begin < last; ++count) {
+          const std::size_t g = begin / c.len;
+          const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
+          runs[count] = {begin, e, load_record(c.range, body, g)};
+          begin = e;
+        }
+        kernel(body + c.codes, c.bits, runs, count, out, last, weight, stream);
+      }
+      if (stream)
+        simd::store_fence();
+      return;
+    }
+  }
+  decode_each(c, column, body, first, last, [&](std::size_t i, float v) {
+    if constexpr (Accumulate)
+      out[i] = commpress::detail::add_rn(out[i], commpress::detail::mul_rn(weight, v));
+    else
+      out[i] = from_float<T>(v);
+  });
+}
+
+/// x = decode(encode(x)) in place, without a payload. Returns the NaN/Inf count.
+inline std::size_t roundtrip(const quantize& q, const context& ctx, std::span<float> x) {
+  const std::size_t n = x.size();
+  if (n == 0)
+    return 0;
+  const config c(q, ctx.on_nonfinite, n);
+  const bool poison = c.policy == nonfinite_policy::propagate;
+  const rng_key key = ctx.key();
+  uniform_stream u{key, ctx.step};
+  const float nan = bits_to_float(0x7fc00000u);
+  std::size_t bad = 0;
+  std::size_t ignored = 0;
+  const auto element_wise = [&](std::size_t i, quantize::coder k, quantize::record rec) {
+    const std::uint32_t code = code_of(c, screen(x[i], c.policy, ignored), k, u, i);
+    x[i] = quantize::decode_value(c.range, c.bits, code, rec);
+  };
+
+  if (q.granularity == scale_granularity::column) {
+    // Columns in tiles small enough for the stack: statistics over all rows, then the elements
+    // of the tile.
+    constexpr std::size_t tile = 64;
+    const std::size_t cols = c.len;
+    const std::size_t rows = n / cols;
+    for (std::size_t j0 = 0; j0 < cols; j0 += tile) {
+      const std::size_t w = cols - j0 < tile ? cols - j0 : tile;
+      float s0[tile];
+      float s1[tile];
+      for (std::size_t j = 0; j < w; ++j) {
+        s0[j] = stat0_init(c.range);
+        s1[j] = stat1_init;
+      }
+      const std::size_t bad_before = bad;
+      for (std::size_t r = 0; r < rows; ++r) {
+        const float* row = x.data() + r * cols + j0;
+        for (std::size_t j = 0; j < w; ++j)
+          fold(c.range, screen(row[j], c.policy, bad), s0[j], s1[j]);
+      }
+      if (poison && bad != bad_before)
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t j = 0; j < w; ++j)
+            if (!is_finite(x[r * cols + j0 + j]))
+              s0[j] = s1[j] = nan;
+      quantize::coder k[tile];
+      quantize::record rec[tile];
+      for (std::size_t j = 0; j < w; ++j) {
+        k[j] = quantize::make_coder(c.range, c.bits, s0[j], s1[j]);
+        rec[j] = quantize::make_record(c.range, c.bits, s0[j], s1[j]);
+      }
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t j = 0; j < w; ++j)
+          element_wise(r * cols + j0 + j, k[j], rec[j]);
+    }
+    return bad;
+  }
+  const encode_kernel encode_chunk = encode_kernel_for(c);
+  const decode_kernel decode_chunk = decode_kernel_for<false>(c);
+  alignas(64) unsigned char packed[code_chunk];
+  for (std::size_t begin = 0; begin < n;) {
+    const std::size_t e = n - begin < c.len ? n : begin + c.len;
+    float s0 = stat0_init(c.range);
+    float s1 = stat1_init;
+    if (begin % 8 == 0 && group_statistics(c.range, x.data(), n, begin, e, s0, s1)) {
+      // Codes a chunk at a time into `packed`, and back.
+      const quantize::coder k = quantize::make_coder(c.range, c.bits, s0, s1);
+      const quantize::record rec = quantize::make_record(c.range, c.bits, s0, s1);
+      const std::size_t whole = begin + (e - begin) / 8 * 8;
+      for (std::size_t i = begin; i < whole; i += code_chunk) {
+        const std::size_t m = whole - i < code_chunk ? whole - i : code_chunk;
+        const code_run run{0, m, k};
+        encode_chunk(x.data() + i, m, &run, 1, {c.bits, key, ctx.step, i, packed, nullptr, 0});
+        const value_run values{0, m, rec};
+        decode_chunk(packed, c.bits, &values, 1, x.data() + i, m, 1.0f, false);
+      }
+      for (std::size_t i = whole; i < e; ++i)
+        element_wise(i, k, rec);
+    } else {
+      s0 = stat0_init(c.range);
+      s1 = stat1_init;
+      const std::size_t bad_before = bad;
+      for (std::size_t i = begin; i < e; ++i)
+        fold(c.range, screen(x[i], c.policy, bad), s0, s1);
+      if (poison && bad != bad_before)
+        s0 = s1 = nan;
+      const quantize::coder k = quantize::make_coder(c.range, c.bits, s0, s1);
+      const quantize::record rec = quantize::make_record(c.range, c.bits, s0, s1);
+      for (std::size_t i = begin; i < e; ++i)
+        element_wise(i, k, rec);
+    }
+    begin = e;
+  }
+  return bad;
+}
+
+/// Whether the fused error-feedback step serves this configuration: symmetric blocks of a
+/// multiple of 8 elements, at most fused_max_block.
+inline bool can_fuse_feedback(const quantize& q) {
+  return q.range == quant_range::symmetric && q.granularity == scale_granularity::block &&
+         q.group % 8 == 0 && q.group <= fused_max_block;
+}
+
+/// The error state of encode_error as an fp32 array updated in place.
+struct error_in_place {
+  float* e;
+  std::size_t n;
+  /// The values of elements [begin, begin + m), to be read and updated.
+  float* load(std::size_t begin, std::size_t) const { return e + begin; }
+  /// Their update is final (nothing to write back).
+  void store(std::size_t, std::size_t) const {}
+  /// What the pass over the values of element `at` onwards prefetches.
+  prefetch_stream stream(std::size_t at) const { return {e + at, e + n}; }
+};
+
+/// The fused error-feedback step (encode_error_batch) over an fp32 gradient g of n elements,
+/// batch by batch of at most fused_max_block elements; `err` holds e (error_in_place, or a
+/// stored state with the same three members): each batch's values come from
+/// err.load(begin, m) and go back with err.store(begin, m). Returns the non-finite count of g.
+/// ctx.on_nonfinite is not `fail`; can_fuse_feedback(q).
+template <class ErrorBlocks>
+std::size_t encode_error(const quantize& q, const context& ctx, const float* g, ErrorBlocks& err,
+                         std::size_t n, unsigned char* body, std::size_t& held,
+                         format::body_checksum& sum, error_update rule) {
+  const config c(q, ctx.on_nonfinite, n);
+  const error_kernel kernel = error_kernel_for(c);
+  const rng_key key = ctx.key();
+  const std::size_t per_batch = fused_max_block / c.len * c.len;
+  std::size_t bad = 0;
+  for (std::size_t begin = 0; begin < n; begin += per_batch) {
+    const std::size_t m = n - begin < per_batch ? n - begin : per_batch;
+    float* const e = err.load(begin, m);
+    const error_batch a{&c,
+                        g,
+                        e,
+                        err.stream(begin),
+                        begin,
+                        begin + m,
+                        begin / c.len,
+                        rule,
+                        body,
+                        {c.bits, key, ctx.step, 0, body + c.codes, &sum, c.codes}};
+    bad += kernel(a, held);
+    err.store(begin, m);
+  }
+  return bad;
+}
+
+} // namespace commpress::cpu::detail::quantize_groups

@@ -1,0 +1,303 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// The inner loops of the CPU quantizer on the vector layer: codes of a run of elements
+/// computed and packed 64 at a time, codes decoded 64 at a time, and the error-feedback step
+/// fused with the codes. Each computes exactly the per-element expressions of
+/// compress/quantize.hpp, with the same roundings in the same order (the tails of fewer than
+/// 64 elements call those definitions themselves), so the bytes do not depend on the
+/// instruction set.
+///
+/// Kernels take the code width as a template parameter B where the vector layer packs it in
+/// registers (2, 4, 8) and B = 0 with the width as an argument otherwise (packing.hpp).
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "commpress/backend/cpu/detail/prefetch.hpp"
+#include "commpress/backend/cpu/detail/reduce.hpp"
+#include "commpress/backend/cpu/detail/simd.hpp"
+#include "commpress/compress/quantize.hpp"
+#include "commpress/core/config.hpp"
+#include "commpress/core/error_update.hpp"
+#include "commpress/core/math.hpp"
+#include "commpress/core/rng.hpp"
+
+namespace commpress::cpu::detail {
+
+using commpress::detail::error_update;
+
+/// Elements per chunk of the code kernels: their random words and byte buffers stay in L1.
+inline constexpr std::size_t code_chunk = 256;
+
+/// The range of a kernel's Asym parameter.
+template <bool Asym>
+inline constexpr quant_range range_of = Asym ? quant_range::asymmetric : quant_range::symmetric;
+
+/// The vector constants of one group's codes: y = x * inv (symmetric) or (x - lo) * inv, and
+/// the code is round(y) + offset clamped to [0, top] (quantize's to_code).
+struct code_constants {
+  simd::vf inv;
+  simd::vf lo;
+  simd::vf offset;
+  simd::vf top;
+};
+
+COMMPRESS_FORCEINLINE code_constants constants_of(quant_range r, unsigned bits, quantize::coder k) {
+  const float levels = quantize::levels(r, bits);
+  const bool sym = r == quant_range::symmetric;
+  return {simd::splat(k.inv), simd::splat(k.lo), simd::splat(sym ? levels : 0.0f),
+          simd::splat(sym ? 2.0f * levels : levels)};
+}
+
+/// Level q shifted by the offset and clamped, as int32 lanes (max and min return their second
+/// operand for NaN, as quantize's to_code does).
+COMMPRESS_FORCEINLINE simd::vu clamped_code(simd::vf q, const code_constants& k) {
+  using namespace simd;
+  vf c = add(q, k.offset);
+  c = max(c, splat(0.0f));
+  c = min(c, k.top);
+  return trunc_i32(c);
+}
+
+template <bool Asym>
+COMMPRESS_FORCEINLINE simd::vf scaled(const float* x, const code_constants& k) {
+  using namespace simd;
+  return Asym ? mul(sub(load(x), k.lo), k.inv) : mul(load(x), k.inv);
+}
+
+/// quantize::encode_nearest of `lanes` elements.
+template <bool Asym>
+COMMPRESS_FORCEINLINE simd::vu code_nearest(const float* x, const code_constants& k) {
+  using namespace simd;
+  const vf magic = splat(commpress::detail::round_magic);
+  return clamped_code(sub(add(scaled<Asym>(x, k), magic), magic), k);
+}
+
+/// quantize::encode_stochastic of `lanes` elements with their random words.
+template <bool Asym>
+COMMPRESS_FORCEINLINE simd::vu code_stochastic(const float* x, const code_constants& k,
+                                               const std::uint32_t* words) {
+  using namespace simd;
+  const vf magic = splat(commpress::detail::round_magic);
+  const vf one = splat(1.0f);
+  const vf y = scaled<Asym>(x, k);
+  const vf r = sub(add(y, magic), magic);
+  const vf f = select(gt(r, y), sub(r, one), r);
+  const vf u = mul(to_float_i32(srl<8>(load_u32(words))), splat(uniform_scale));
+  return clamped_code(select(lt(u, sub(y, f)), add(f, one), f), k);
+}
+
+/// The codes of the 64 elements x[i .. i + 64) as vectors; prefetch(i + 16 t) before each 16.
+template <bool Asym, bool Stochastic>
+COMMPRESS_FORCEINLINE void codes64(const float* x, std::size_t i, const code_constants& k,
+                                   const std::uint32_t* words, prefetch_stream prefetch,
+                                   simd::vu (&c)[simd::vectors_per_64]) {
+  using namespace simd;
+  for (std::size_t q = 0; q < vectors_per_64; ++q) {
+    const std::size_t j = i + q * lanes;
+    if (j % 16 == 0)
+      prefetch(j);
+    if constexpr (Stochastic)
+      c[q] = code_stochastic<Asym>(x + j, k, words + j);
+    else
+      c[q] = code_nearest<Asym>(x + j, k);
+  }
+}
+
+/// Codes of m elements (m a multiple of 8) of one group with coder `coder`, packed at out
+/// (element 0's code at bit 0): nearest, or stochastic on words[0..m) (the element's random
+/// word). prefetch(i) once per 16 elements of the vector part.
+template <unsigned B, bool Asym, bool Stochastic>
+COMMPRESS_FORCEINLINE void
+encode_codes(const float* COMMPRESS_RESTRICT x, std::size_t m, unsigned bits, quantize::coder coder,
+             const std::uint32_t* COMMPRESS_RESTRICT words, unsigned char* COMMPRESS_RESTRICT out,
+             prefetch_stream prefetch = {}) {
+  using namespace simd;
+  const unsigned b = width<B>(bits);
+  const code_constants k = constants_of(range_of<Asym>, b, coder);
+  std::size_t i = 0;
+  for (; i + 64 <= m; i += 64) {
+    vu c[vectors_per_64];
+    codes64<Asym, Stochastic>(x, i, k, words, prefetch, c);
+    store_packed<B>(narrow_u8(c), out + i / 8 * b, b);
+  }
+  if (i == m)
+    return;
+  alignas(64) std::uint8_t c[64];
+  for (std::size_t j = i; j < m; ++j) {
+    const std::uint32_t code = Stochastic
+                                   ? quantize::encode_stochastic(range_of<Asym>, b, x[j], coder,
+                                                                 uniform_from_bits(words[j]))
+                                   : quantize::encode_nearest(range_of<Asym>, b, x[j], coder);
+    c[j - i] = static_cast<std::uint8_t>(code);
+  }
+  pack_bytes<B>(c, b, out + i / 8 * b, static_cast<unsigned>((m - i) / 8));
+}
+
+/// What decode_codes does with a decoded value v at out[i].
+enum class decode_mode {
+  store,           ///< out[i] = v, the record finite (v is never NaN then)
+  store_canonical, ///< out[i] = v, a NaN canonical (mul_rn, add_rn)
+  accumulate,      ///< out[i] += weight * v, each operation rounded once, a NaN canonical
+};
+
+/// Decodes m codes (m a multiple of 8) packed at in, of one group with record `rec`, as
+/// quantize::decode_value: out = value, or out += weight * value (decode_mode). `stream` writes
+/// out with non-temporal stores (out aligned to a vector; the caller fences). prefetch(i) once
+/// per 16 elements of the vector part.
+template <unsigned B, bool Asym, decode_mode Mode>
+COMMPRESS_FORCEINLINE void decode_codes(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m,
+                                        unsigned bits, quantize::record rec, float weight,
+                                        float* COMMPRESS_RESTRICT out, bool stream,
+                                        prefetch_stream prefetch = {}) {
+  using namespace simd;
+  const unsigned b = width<B>(bits);
+  const vu offset = splat_u32(Asym ? 0u : (1u << (b - 1)) - 1u);
+  const vf va = splat(rec.a);
+  const vf vb = splat(rec.b);
+  const vf vweight = splat(weight);
+  std::size_t i = 0;
+  for (; i + 64 <= m; i += 64) {
+    for (std::size_t t = 0; t < 64; t += 16)
+      prefetch(i + t);
+    const b64 bytes = load_packed<B>(in + i / 8 * b, b);
+    for (std::size_t q = 0; q < vectors_per_64; ++q) {
+      float* const o = out + i + q * lanes;
+      const vu code = widen_u8(bytes, static_cast<unsigned>(q));
+      vf v = Asym ? add(va, mul(to_float_i32(code), vb))
+                  : mul(to_float_i32(sub_u32(code, offset)), va);
+      if constexpr (Mode == decode_mode::accumulate)
+        v = add(load(o), mul(vweight, v));
+      if constexpr (Mode != decode_mode::store)
+        v = canonical_nan(v); // a NaN anywhere above leaves a NaN here: one canonicalisation
+      if (stream)
+        simd::stream(o, v);
+      else
+        store(o, v);
+    }
+  }
+  for (; i < m; ++i) {
+    const float v =
+        quantize::decode_value(range_of<Asym>, b, commpress::detail::unpack_one(in, i, b), rec);
+    out[i] = Mode == decode_mode::accumulate
+                 ? commpress::detail::add_rn(out[i], commpress::detail::mul_rn(weight, v))
+                 : v;
+  }
+}
+
+/// Symmetric encode_codes fused with the error update: the fresh error h - deQ(code), the
+/// operations of decode_codes accumulating with weight -1 (h + (-1) * v is h - v exactly),
+/// from the codes still in registers, folded into e by `rule` (e = fresh when Replace, that is
+/// keep == 0; else keep * e + take * fresh) where the result is finite. CheckFresh: the fresh
+/// error may be non-finite. Returns how many elements held their e. m a multiple of 8.
+template <unsigned B, bool Stochastic, bool Replace, bool CheckFresh>
+COMMPRESS_FORCEINLINE std::uint32_t
+encode_error_codes(const float* COMMPRESS_RESTRICT h, std::size_t m, unsigned bits,
+                   quantize::coder coder, quantize::record rec,
+                   const std::uint32_t* COMMPRESS_RESTRICT words,
+                   unsigned char* COMMPRESS_RESTRICT out, error_update rule,
+                   float* COMMPRESS_RESTRICT e, prefetch_stream prefetch) {
+  using namespace simd;
+  constexpr quant_range sym = quant_range::symmetric;
+  const unsigned b = width<B>(bits);
+  const code_constants k = constants_of(sym, b, coder);
+  const vu offset = splat_u32((1u << (b - 1)) - 1u);
+  const vf scale = splat(rec.a);
+  const vf keep = splat(rule.keep);
+  const vf take = splat(rule.take);
+  std::uint32_t held = 0;
+  std::size_t i = 0;
+  for (; i + 64 <= m; i += 64) {
+    vu c[vectors_per_64];
+    codes64<false, Stochastic>(h, i, k, words, prefetch, c);
+    store_packed<B>(narrow_u8(c), out + i / 8 * b, b);
+    for (std::size_t q = 0; q < vectors_per_64; ++q) {
+      const std::size_t j = i + q * lanes;
+      const vf v = mul(to_float_i32(sub_u32(c[q], offset)), scale);
+      const vf fresh = sub(load(h + j), v);
+      vf next = fresh;
+      vm ok = CheckFresh ? finite(fresh) : all_lanes();
+      if constexpr (!Replace) {
+        next = add(mul(keep, load(e + j)), mul(take, fresh));
+        ok = and_mask(ok, finite(next));
+      }
+      if constexpr (Replace && !CheckFresh) {
+        store(e + j, next);
+      } else {
+        store_where(e + j, ok, next);
+        held += static_cast<std::uint32_t>(lanes - count(ok));
+      }
+    }
+  }
+  if (i == m)
+    return held;
+  alignas(64) std::uint8_t c[64];
+  for (std::size_t j = i; j < m; ++j) {
+    const std::uint32_t code =
+        Stochastic ? quantize::encode_stochastic(sym, b, h[j], coder, uniform_from_bits(words[j]))
+                   : quantize::encode_nearest(sym, b, h[j], coder);
+    c[j - i] = static_cast<std::uint8_t>(code);
+    const float v = quantize::decode_value(sym, b, code, rec);
+    const float fresh = commpress::detail::add_rn(h[j], commpress::detail::mul_rn(-1.0f, v));
+    held += rule(fresh, e[j]) ? 1u : 0u;
+  }
+  pack_bytes<B>(c, b, out + i / 8 * b, static_cast<unsigned>((m - i) / 8));
+  return held;
+}
+
+/// What add_screened found: the non-finite count of g and max_magnitude_bits of h.
+struct screened_sum {
+  std::uint32_t nonfinite;
+  std::uint32_t max_bits;
+};
+
+/// Error feedback's first step over m elements: h = screen(g) + e, where screen maps a NaN or
+/// Inf g to 0 when Zero and keeps it otherwise, and the block's absmax key taken on the way;
+/// prefetch(j) once per 16 elements.
+template <bool Zero>
+COMMPRESS_FORCEINLINE screened_sum add_screened(const float* COMMPRESS_RESTRICT g,
+                                                const float* COMMPRESS_RESTRICT e, std::size_t m,
+                                                float* COMMPRESS_RESTRICT h,
+                                                prefetch_stream prefetch) {
+  using namespace simd;
+  vu most = splat_u32(0);
+  vm any_nonfinite = no_lanes();
+  std::size_t j = 0;
+  for (; j + 16 <= m; j += 16) {
+    prefetch(j);
+    for (std::size_t q = j; q < j + 16; q += lanes) {
+      vf gv = load(g + q);
+      if constexpr (Zero) {
+        const vm nf = nonfinite(gv);
+        gv = clear(nf, gv);
+        any_nonfinite = or_mask(any_nonfinite, nf);
+      }
+      const vf hv = add(gv, load(e + q));
+      store(h + q, hv);
+      most = max_u32(most, magnitude_bits(hv));
+    }
+  }
+  const std::uint32_t vector_max = reduce_max_u32(most);
+  // The vector loop counts NaN/Inf g only when there is something to count: without Zero, a
+  // NaN or Inf g makes its h non-finite, so a finite vector_max proves there is none.
+  const bool vector_nonfinite = Zero ? any(any_nonfinite) : vector_max >= 0x7f800000u;
+  std::uint32_t nonfinite_count = 0;
+  if (vector_nonfinite)
+    for (std::size_t i = 0; i < j; ++i)
+      nonfinite_count +=
+          (commpress::detail::float_to_bits(g[i]) & 0x7fffffffu) >= 0x7f800000u ? 1u : 0u;
+  const std::size_t rest = j;
+  for (; j < m; ++j) {
+    const bool nf = (commpress::detail::float_to_bits(g[j]) & 0x7fffffffu) >= 0x7f800000u;
+    nonfinite_count += nf ? 1u : 0u;
+    h[j] = (Zero && nf ? 0.0f : g[j]) + e[j];
+  }
+  const std::uint32_t rest_max = max_magnitude_bits(h + rest, m - rest);
+  return {nonfinite_count, rest_max > vector_max ? rest_max : vector_max};
+}
+
+} // namespace commpress::cpu::detail

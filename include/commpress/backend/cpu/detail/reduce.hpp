@@ -1,0 +1,104 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// The group statistics of the CPU kernels: the largest magnitude, and the least and greatest
+/// value, as reductions of the bit patterns. Integer max and min reductions vectorize on every
+/// instruction set, where a float `a > m ? a : m` reduction is left scalar by GCC; for
+/// non-negative floats the unsigned order of the bits is the value order.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "commpress/backend/cpu/detail/prefetch.hpp"
+#include "commpress/backend/cpu/detail/simd.hpp"
+#include "commpress/core/config.hpp"
+#include "commpress/core/math.hpp"
+
+/// How the two reductions below are declared. With the portable vector layer GCC 12 vectorizes
+/// their loops in a function of their own but not always where they are inlined (inside
+/// quantize's batched encode it left them scalar: bench/README.md), so there they stay out of
+/// line.
+#if defined(COMMPRESS_SIMD_PORTABLE) && (defined(__GNUC__) || defined(__clang__))
+#define COMMPRESS_CPU_REDUCTION __attribute__((noinline)) inline
+#else
+#define COMMPRESS_CPU_REDUCTION inline
+#endif
+
+namespace commpress::cpu::detail {
+
+/// Largest |x| bit pattern (x's bits with the sign cleared) of x[0..n): the key of the largest
+/// magnitude, >= 0x7f800000 iff some element is NaN or Inf. Calls prefetch(i) once per 16
+/// elements.
+COMMPRESS_CPU_REDUCTION std::uint32_t max_magnitude_bits(const float* COMMPRESS_RESTRICT x,
+                                                         std::size_t n,
+                                                         prefetch_stream prefetch = {}) {
+  using namespace simd;
+  vu most = splat_u32(0);
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    prefetch(i);
+    for (std::size_t q = 0; q < 16; q += lanes)
+      most = max_u32(most, magnitude_bits(load(x + i + q)));
+  }
+  std::uint32_t r = reduce_max_u32(most);
+  for (; i < n; ++i) {
+    const std::uint32_t u = commpress::detail::float_to_bits(x[i]) & 0x7fffffffu;
+    r = u > r ? u : r;
+  }
+  return r;
+}
+
+/// What value_range found of some elements: whether all are finite, and then the least and
+/// greatest value.
+struct value_range_result {
+  bool finite;
+  float lo;
+  float hi;
+};
+
+/// The least and greatest of x[0..n) (n > 0), from four integer reductions of the bit patterns:
+/// the greatest as a signed integer is the greatest value if that is not negative, and the
+/// least unsigned is the greatest when all are negative (the least magnitude) and the least
+/// when none is; the greatest unsigned is the least value when some is negative. A NaN or Inf
+/// is the greatest signed (+) or unsigned (-) pattern. Where -0 and +0 tie for least or
+/// greatest, this gives -0 for least and +0 for greatest, not the first of them; quantize's
+/// records and coders come out the same either way, as they add +0 to lo. Calls prefetch(i)
+/// once per 16 elements.
+COMMPRESS_CPU_REDUCTION value_range_result value_range(const float* COMMPRESS_RESTRICT x,
+                                                       std::size_t n,
+                                                       prefetch_stream prefetch = {}) {
+  using namespace simd;
+  vu max_s = splat_u32(0x80000000u), min_s = splat_u32(0x7fffffffu);
+  vu max_u = splat_u32(0), min_u = splat_u32(0xffffffffu);
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    prefetch(i);
+    for (std::size_t q = 0; q < 16; q += lanes) {
+      const vu v = load_u32(x + i + q);
+      max_s = max_i32(max_s, v);
+      min_s = min_i32(min_s, v);
+      max_u = max_u32(max_u, v);
+      min_u = min_u32(min_u, v);
+    }
+  }
+  std::int32_t hi_s = reduce_max_i32(max_s), lo_s = reduce_min_i32(min_s);
+  std::uint32_t hi_u = reduce_max_u32(max_u), lo_u = reduce_min_u32(min_u);
+  for (; i < n; ++i) {
+    std::int32_t s;
+    std::memcpy(&s, x + i, 4);
+    const auto u = static_cast<std::uint32_t>(s);
+    hi_s = s > hi_s ? s : hi_s;
+    lo_s = s < lo_s ? s : lo_s;
+    hi_u = u > hi_u ? u : hi_u;
+    lo_u = u < lo_u ? u : lo_u;
+  }
+  const bool finite = hi_s < 0x7f800000 && hi_u < 0xff800000u;
+  const bool some_negative = lo_s < 0;
+  return {finite, commpress::detail::bits_to_float(some_negative ? hi_u : lo_u),
+          commpress::detail::bits_to_float(hi_s >= 0 ? static_cast<std::uint32_t>(hi_s) : lo_u)};
+}
+
+} // namespace commpress::cpu::detail

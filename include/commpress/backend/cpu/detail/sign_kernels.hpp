@@ -1,0 +1,92 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// The pass of the sign codec over one group: its sign bits and its canonical sum.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "commpress/backend/cpu/detail/prefetch.hpp"
+#include "commpress/backend/cpu/detail/simd.hpp"
+#include "commpress/core/config.hpp"
+#include "commpress/core/math.hpp"
+
+namespace commpress::cpu::detail {
+
+/// One pass of the sign codec over a group of m fp32 elements: writes the m sign bits
+/// (x < 0 after screening, packed LSB first from `bits`, whose first element is bit 0 of
+/// bits[0]) and returns the canonical_chunked_sum (core/canonical_sum.hpp) of the terms |x|
+/// (Rms: x * x, exact in double), in exactly that order: 32 double lanes per chunk of
+/// canonical_chunk terms, lane j taking the terms i % 32 == j in increasing i, a fixed tree
+/// over the lanes, and the same over the chunk sums. Zero: NaN/Inf count as 0
+/// (nonfinite_policy::zero_and_count). Adds the group's NaN/Inf count to `bad`. prefetch(i) once
+/// per 16 elements.
+template <bool Rms, bool Zero>
+double sign_group(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
+                  unsigned char* COMMPRESS_RESTRICT bits, std::size_t& bad,
+                  prefetch_stream prefetch = {}) {
+  constexpr std::uint64_t chunk = 32768; // canonical_chunk
+  const auto tree = [](double(&lane)[32]) {
+    for (unsigned w = 16; w > 0; w /= 2)
+      for (unsigned j = 0; j < w; ++j)
+        lane[j] += lane[j + w];
+    return lane[0];
+  };
+  double outer[32] = {};
+  std::uint64_t chunks = 0;
+  std::uint32_t nonfinite = 0;
+  for (std::uint64_t first = 0; first < m; first += chunk, ++chunks) {
+    const std::uint64_t len = m - first < chunk ? m - first : chunk;
+    const float* p = x + first;
+    unsigned char* out = bits + first / 8;
+    double lane[32] = {};
+    std::uint64_t i = 0;
+    std::uint32_t nf_lanes[32] = {};
+    for (; i + 32 <= len; i += 32) {
+      prefetch(first + i);
+      prefetch(first + i + 16);
+      alignas(64) float v[32];
+      for (unsigned j = 0; j < 32; ++j) {
+        std::uint32_t u;
+        std::memcpy(&u, p + i + j, 4);
+        const std::uint32_t nf = (u & 0x7fffffffu) >= 0x7f800000u ? 1u : 0u;
+        nf_lanes[j] += nf;
+        v[j] = Zero && nf != 0 ? 0.0f : p[i + j];
+      }
+      for (unsigned j = 0; j < 32; ++j) {
+        const double t = static_cast<double>(v[j]);
+        lane[j] += Rms ? t * t : static_cast<double>(commpress::detail::abs(v[j]));
+      }
+      // The 32 bits x < 0 (so -0 and NaN give 0), least significant first.
+      std::uint32_t word = 0;
+      for (std::size_t q = 0; q < 32; q += simd::lanes)
+        word |= simd::mask_bits(simd::lt(simd::load(v + q), simd::splat(0.0f))) << q;
+      std::memcpy(out + i / 8, &word, 4); // little-endian host (element_io.hpp)
+    }
+    for (std::uint32_t c : nf_lanes)
+      nonfinite += c;
+    for (; i < len; i += 8) { // fewer than 32 left: the same terms, 8 (or fewer) at a time
+      const unsigned cnt = len - i < 8 ? static_cast<unsigned>(len - i) : 8u;
+      unsigned byte = 0;
+      for (unsigned q = 0; q < cnt; ++q) {
+        float v = p[i + q];
+        const bool nf = !commpress::detail::is_finite(v);
+        nonfinite += nf ? 1u : 0u;
+        if (Zero && nf)
+          v = 0.0f;
+        const double t = static_cast<double>(v);
+        lane[(i + q) % 32] += Rms ? t * t : static_cast<double>(commpress::detail::abs(v));
+        byte |= (v < 0.0f ? 1u : 0u) << q;
+      }
+      out[i / 8] = static_cast<unsigned char>(byte);
+    }
+    outer[chunks % 32] += tree(lane);
+  }
+  bad += nonfinite;
+  return tree(outer);
+}
+
+} // namespace commpress::cpu::detail

@@ -1,0 +1,554 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// The vector layer in plain C++: a vector is an array of 16 lanes and every operation a loop
+/// over them, which the compiler vectorizes for whatever its flags enable (SSE2 on x86-64,
+/// NEON on AArch64). Masks are all-ones lanes, as on AVX2, so selects are bit operations and
+/// vectorize too. Included by backend/cpu/detail/simd.hpp, which documents the operations.
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "commpress/backend/cpu/detail/simd/packing.hpp"
+#include "commpress/core/config.hpp"
+#include "commpress/core/cpu_features.hpp"
+
+#if defined(COMMPRESS_SIMD_SSE2)
+#include <emmintrin.h>
+#endif
+
+namespace commpress::cpu::simd {
+
+inline constexpr std::size_t lanes = 16;
+
+struct vf {
+  float v[16];
+};
+struct vu {
+  std::uint32_t v[16];
+};
+struct vm {
+  std::uint32_t v[16]; ///< all-ones lanes where set
+};
+struct b64 {
+  std::uint8_t v[64];
+};
+struct vh {
+  std::uint16_t v[16];
+};
+
+#define COMMPRESS_SIMD_LANES(r, expr)                                                              \
+  for (std::size_t j = 0; j < lanes; ++j)                                                          \
+  r.v[j] = (expr)
+
+// --- memory ----------------------------------------------------------------------------------
+COMMPRESS_FORCEINLINE vf load(const float* p) {
+  vf r;
+  std::memcpy(r.v, p, sizeof r.v);
+  return r;
+}
+COMMPRESS_FORCEINLINE vu load_u32(const void* p) {
+  vu r;
+  std::memcpy(r.v, p, sizeof r.v);
+  return r;
+}
+COMMPRESS_FORCEINLINE void store(float* p, vf a) {
+  std::memcpy(p, a.v, sizeof a.v);
+}
+COMMPRESS_FORCEINLINE void store(void* p, vu a) {
+  std::memcpy(p, a.v, sizeof a.v);
+}
+COMMPRESS_FORCEINLINE void stream(float* p, vf a) {
+  store(p, a);
+}
+COMMPRESS_FORCEINLINE void store_where(float* p, vm m, vf a) {
+  vu old = load_u32(p);
+  vu val;
+  std::memcpy(val.v, a.v, sizeof a.v);
+  COMMPRESS_SIMD_LANES(old, (val.v[j] & m.v[j]) | (old.v[j] & ~m.v[j]));
+  store(static_cast<void*>(p), old);
+}
+
+// --- constants -------------------------------------------------------------------------------
+COMMPRESS_FORCEINLINE vf splat(float x) {
+  vf r;
+  COMMPRESS_SIMD_LANES(r, x);
+  return r;
+}
+COMMPRESS_FORCEINLINE vu splat_u32(std::uint32_t x) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, x);
+  return r;
+}
+COMMPRESS_FORCEINLINE vu lane_index() {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, static_cast<std::uint32_t>(j));
+  return r;
+}
+
+// --- fp32 ------------------------------------------------------------------------------------
+COMMPRESS_FORCEINLINE vf add(vf a, vf b) {
+  vf r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] + b.v[j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE vf sub(vf a, vf b) {
+  vf r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] - b.v[j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE vf mul(vf a, vf b) {
+  vf r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] * b.v[j]);
+  return r;
+}
+/// b where either is NaN, as minps.
+COMMPRESS_FORCEINLINE vf min(vf a, vf b) {
+  vf r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] < b.v[j] ? a.v[j] : b.v[j]);
+  return r;
+}
+/// b where either is NaN, as maxps.
+COMMPRESS_FORCEINLINE vf max(vf a, vf b) {
+  vf r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] > b.v[j] ? a.v[j] : b.v[j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE vu bits(vf a) {
+  vu r;
+  std::memcpy(r.v, a.v, sizeof a.v);
+  return r;
+}
+COMMPRESS_FORCEINLINE vf from_bits(vu a) {
+  vf r;
+  std::memcpy(r.v, a.v, sizeof a.v);
+  return r;
+}
+COMMPRESS_FORCEINLINE vu select(vm m, vu a, vu b) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, (a.v[j] & m.v[j]) | (b.v[j] & ~m.v[j]));
+  return r;
+}
+COMMPRESS_FORCEINLINE vf select(vm m, vf a, vf b) {
+  return from_bits(select(m, bits(a), bits(b)));
+}
+COMMPRESS_FORCEINLINE vu clear(vm m, vu a) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] & ~m.v[j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE vf clear(vm m, vf a) {
+  return from_bits(clear(m, bits(a)));
+}
+COMMPRESS_FORCEINLINE vu trunc_i32(vf a) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, static_cast<std::uint32_t>(static_cast<std::int32_t>(a.v[j])));
+  return r;
+}
+COMMPRESS_FORCEINLINE vf to_float_i32(vu a) {
+  vf r;
+  COMMPRESS_SIMD_LANES(r, static_cast<float>(static_cast<std::int32_t>(a.v[j])));
+  return r;
+}
+
+// --- 32-bit integers -------------------------------------------------------------------------
+COMMPRESS_FORCEINLINE vu add_u32(vu a, vu b) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] + b.v[j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE vu sub_u32(vu a, vu b) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] - b.v[j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE vu and_u32(vu a, vu b) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] & b.v[j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE vu or_u32(vu a, vu b) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] | b.v[j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE vu xor_u32(vu a, vu b) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] ^ b.v[j]);
+  return r;
+}
+template <unsigned N> COMMPRESS_FORCEINLINE vu srl(vu a) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] >> N);
+  return r;
+}
+template <unsigned N> COMMPRESS_FORCEINLINE vu sll(vu a) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] << N);
+  return r;
+}
+COMMPRESS_FORCEINLINE vu max_u32(vu a, vu b) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] > b.v[j] ? a.v[j] : b.v[j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE vu min_u32(vu a, vu b) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] < b.v[j] ? a.v[j] : b.v[j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE vu max_i32(vu a, vu b) {
+  vu r;
+  COMMPRESS_SIMD_LANES(
+      r, static_cast<std::int32_t>(a.v[j]) > static_cast<std::int32_t>(b.v[j]) ? a.v[j] : b.v[j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE vu min_i32(vu a, vu b) {
+  vu r;
+  COMMPRESS_SIMD_LANES(
+      r, static_cast<std::int32_t>(a.v[j]) < static_cast<std::int32_t>(b.v[j]) ? a.v[j] : b.v[j]);
+  return r;
+}
+
+// --- comparisons and masks -------------------------------------------------------------------
+COMMPRESS_FORCEINLINE std::uint32_t all_ones_if(bool c) {
+  return 0u - static_cast<std::uint32_t>(c);
+}
+COMMPRESS_FORCEINLINE vm lt(vf a, vf b) {
+  vm r;
+  COMMPRESS_SIMD_LANES(r, all_ones_if(a.v[j] < b.v[j]));
+  return r;
+}
+COMMPRESS_FORCEINLINE vm gt(vf a, vf b) {
+  vm r;
+  COMMPRESS_SIMD_LANES(r, all_ones_if(a.v[j] > b.v[j]));
+  return r;
+}
+COMMPRESS_FORCEINLINE vm is_nan(vf a) {
+  vm r;
+  COMMPRESS_SIMD_LANES(r, all_ones_if(a.v[j] != a.v[j]));
+  return r;
+}
+COMMPRESS_FORCEINLINE vm lt_u32(vu a, vu b) {
+  vm r;
+  COMMPRESS_SIMD_LANES(r, all_ones_if(a.v[j] < b.v[j]));
+  return r;
+}
+COMMPRESS_FORCEINLINE vm le_u32(vu a, vu b) {
+  vm r;
+  COMMPRESS_SIMD_LANES(r, all_ones_if(a.v[j] <= b.v[j]));
+  return r;
+}
+COMMPRESS_FORCEINLINE vm gt_u32(vu a, vu b) {
+  vm r;
+  COMMPRESS_SIMD_LANES(r, all_ones_if(a.v[j] > b.v[j]));
+  return r;
+}
+COMMPRESS_FORCEINLINE vm ge_u32(vu a, vu b) {
+  vm r;
+  COMMPRESS_SIMD_LANES(r, all_ones_if(a.v[j] >= b.v[j]));
+  return r;
+}
+COMMPRESS_FORCEINLINE vm eq_u32(vu a, vu b) {
+  vm r;
+  COMMPRESS_SIMD_LANES(r, all_ones_if(a.v[j] == b.v[j]));
+  return r;
+}
+COMMPRESS_FORCEINLINE vm gt_i32(vu a, vu b) {
+  vm r;
+  COMMPRESS_SIMD_LANES(
+      r, all_ones_if(static_cast<std::int32_t>(a.v[j]) > static_cast<std::int32_t>(b.v[j])));
+  return r;
+}
+COMMPRESS_FORCEINLINE vm and_mask(vm a, vm b) {
+  vm r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] & b.v[j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE vm or_mask(vm a, vm b) {
+  vm r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] | b.v[j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE vm no_lanes() {
+  vm r;
+  COMMPRESS_SIMD_LANES(r, 0u);
+  return r;
+}
+COMMPRESS_FORCEINLINE vm all_lanes() {
+  vm r;
+  COMMPRESS_SIMD_LANES(r, ~0u);
+  return r;
+}
+/// Lane j of m as bit j.
+COMMPRESS_FORCEINLINE std::uint32_t mask_bits(vm m) {
+#if defined(COMMPRESS_SIMD_SSE2)
+  std::uint32_t b = 0;
+  for (unsigned q = 0; q < 4; ++q)
+    b |= static_cast<std::uint32_t>(_mm_movemask_ps(
+             _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(m.v + 4 * q)))))
+         << (4 * q);
+  return b;
+#else
+  std::uint32_t b = 0;
+  for (std::size_t j = 0; j < lanes; ++j)
+    b |= (m.v[j] & 1u) << j;
+  return b;
+#endif
+}
+/// The mask whose lane j is bit j of b.
+COMMPRESS_FORCEINLINE vm mask_from_bits(std::uint32_t b) {
+  vm r;
+  for (std::size_t j = 0; j < lanes; ++j)
+    r.v[j] = all_ones_if(((b >> j) & 1u) != 0);
+  return r;
+}
+COMMPRESS_FORCEINLINE unsigned count(vm m) {
+  unsigned c = 0;
+  for (std::size_t j = 0; j < lanes; ++j)
+    c += m.v[j] & 1u;
+  return c;
+}
+COMMPRESS_FORCEINLINE bool any(vm m) {
+  std::uint32_t a = 0;
+  for (std::size_t j = 0; j < lanes; ++j)
+    a |= m.v[j];
+  return a != 0;
+}
+COMMPRESS_FORCEINLINE vu count_lanes(vu a, vm m) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, a.v[j] - m.v[j]);
+  return r;
+}
+
+// --- reductions ------------------------------------------------------------------------------
+COMMPRESS_FORCEINLINE std::uint32_t reduce_max_u32(vu a) {
+  std::uint32_t r = a.v[0];
+  for (std::size_t j = 1; j < lanes; ++j)
+    r = a.v[j] > r ? a.v[j] : r;
+  return r;
+}
+COMMPRESS_FORCEINLINE std::uint32_t reduce_min_u32(vu a) {
+  std::uint32_t r = a.v[0];
+  for (std::size_t j = 1; j < lanes; ++j)
+    r = a.v[j] < r ? a.v[j] : r;
+  return r;
+}
+COMMPRESS_FORCEINLINE std::int32_t reduce_max_i32(vu a) {
+  auto r = static_cast<std::int32_t>(a.v[0]);
+  for (std::size_t j = 1; j < lanes; ++j)
+    r = static_cast<std::int32_t>(a.v[j]) > r ? static_cast<std::int32_t>(a.v[j]) : r;
+  return r;
+}
+COMMPRESS_FORCEINLINE std::int32_t reduce_min_i32(vu a) {
+  auto r = static_cast<std::int32_t>(a.v[0]);
+  for (std::size_t j = 1; j < lanes; ++j)
+    r = static_cast<std::int32_t>(a.v[j]) < r ? static_cast<std::int32_t>(a.v[j]) : r;
+  return r;
+}
+COMMPRESS_FORCEINLINE std::uint64_t reduce_add_u32(vu a) {
+  std::uint64_t s = 0;
+  for (std::uint32_t v : a.v)
+    s += v;
+  return s;
+}
+
+// --- 8-bit codes -----------------------------------------------------------------------------
+COMMPRESS_FORCEINLINE b64 narrow_u8(const vu (&c)[4]) {
+  b64 r;
+  for (std::size_t q = 0; q < 4; ++q)
+    for (std::size_t j = 0; j < lanes; ++j)
+      r.v[16 * q + j] = static_cast<std::uint8_t>(c[q].v[j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE b64 narrow_i8(const vu (&c)[4]) {
+  return narrow_u8(c);
+}
+COMMPRESS_FORCEINLINE void store_bytes(void* p, const b64& b) {
+  std::memcpy(p, b.v, 64);
+}
+COMMPRESS_FORCEINLINE b64 load_bytes(const void* p) {
+  b64 r;
+  std::memcpy(r.v, p, 64);
+  return r;
+}
+COMMPRESS_FORCEINLINE vu widen_u8(const b64& b, unsigned q) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, b.v[16 * q + j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE vu load_i8(const std::int8_t* p) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, static_cast<std::uint32_t>(static_cast<std::int32_t>(p[j])));
+  return r;
+}
+
+/// Packs 64 codes (each < 2^B) into 8 B bytes at out (B = 0: `bits` wide). The widths 4 and 2
+/// pack pairwise, which vectorizes.
+template <unsigned B>
+COMMPRESS_FORCEINLINE void store_packed(const b64& b, unsigned char* out, unsigned bits = B) {
+  if constexpr (B == 8) {
+    std::memcpy(out, b.v, 64);
+  } else if constexpr (B == 4) {
+    for (std::size_t j = 0; j < 32; ++j)
+      out[j] = static_cast<unsigned char>(b.v[2 * j] | (b.v[2 * j + 1] << 4));
+  } else if constexpr (B == 2) {
+    for (std::size_t j = 0; j < 16; ++j)
+      out[j] = static_cast<unsigned char>(b.v[4 * j] | (b.v[4 * j + 1] << 2) |
+                                          (b.v[4 * j + 2] << 4) | (b.v[4 * j + 3] << 6));
+  } else {
+    pack_bytes<B>(b.v, bits, out);
+  }
+}
+
+/// The 64 codes packed as store_packed<B> writes them. 2-bit codes unpack as two two-way
+/// splits: compilers vectorize a two-way split but leave a four-way one as byte stores.
+template <unsigned B>
+COMMPRESS_FORCEINLINE b64 load_packed(const unsigned char* in, unsigned bits = B) {
+  b64 r;
+  if constexpr (B == 8) {
+    std::memcpy(r.v, in, 64);
+  } else if constexpr (B == 4) {
+    for (std::size_t j = 0; j < 32; ++j) {
+      r.v[2 * j] = static_cast<std::uint8_t>(in[j] & 15u);
+      r.v[2 * j + 1] = static_cast<std::uint8_t>(in[j] >> 4);
+    }
+  } else if constexpr (B == 2) {
+    std::uint8_t nibble[32];
+    for (std::size_t j = 0; j < 16; ++j) {
+      nibble[2 * j] = static_cast<std::uint8_t>(in[j] & 15u);
+      nibble[2 * j + 1] = static_cast<std::uint8_t>(in[j] >> 4);
+    }
+    for (std::size_t j = 0; j < 32; ++j) {
+      r.v[2 * j] = static_cast<std::uint8_t>(nibble[j] & 3u);
+      r.v[2 * j + 1] = static_cast<std::uint8_t>(nibble[j] >> 2);
+    }
+  } else {
+    unpack_bytes<B>(in, bits, r.v);
+  }
+  return r;
+}
+
+// --- 16-bit codes ----------------------------------------------------------------------------
+COMMPRESS_FORCEINLINE vh narrow_u16(vu a) {
+  vh r;
+  COMMPRESS_SIMD_LANES(r, static_cast<std::uint16_t>(a.v[j]));
+  return r;
+}
+COMMPRESS_FORCEINLINE vh splat_u16(std::uint16_t x) {
+  vh r;
+  COMMPRESS_SIMD_LANES(r, x);
+  return r;
+}
+COMMPRESS_FORCEINLINE vh select(vm m, vh a, vh b) {
+  vh r;
+  COMMPRESS_SIMD_LANES(r, static_cast<std::uint16_t>((a.v[j] & m.v[j]) | (b.v[j] & ~m.v[j])));
+  return r;
+}
+COMMPRESS_FORCEINLINE void store(void* p, vh a) {
+  std::memcpy(p, a.v, sizeof a.v);
+}
+COMMPRESS_FORCEINLINE vu load_u16(const void* p) {
+  std::uint16_t h[16];
+  std::memcpy(h, p, sizeof h);
+  vu r;
+  COMMPRESS_SIMD_LANES(r, h[j]);
+  return r;
+}
+
+// --- compaction ------------------------------------------------------------------------------
+/// Stores the lanes of a selected by m at dst[0..count) in lane order and returns count;
+/// writes dst[0..lanes) (branch-free: every lane is written, kept if selected).
+COMMPRESS_FORCEINLINE unsigned compress_store(std::uint32_t* dst, vm m, vu a) {
+  unsigned k = 0;
+  for (std::size_t j = 0; j < lanes; ++j) {
+    dst[k] = a.v[j];
+    k += m.v[j] & 1u;
+  }
+  return k;
+}
+/// As compress_store, writing only dst[0..count).
+COMMPRESS_FORCEINLINE unsigned compress_store_exact(void* dst, vm m, vu a) {
+  unsigned k = 0;
+  for (std::size_t j = 0; j < lanes; ++j)
+    if ((m.v[j] & 1u) != 0)
+      std::memcpy(static_cast<unsigned char*>(dst) + 4 * k++, &a.v[j], 4);
+  return k;
+}
+
+// --- 64-bit lanes: Philox --------------------------------------------------------------------
+struct vq {
+  std::uint64_t v[8];
+};
+inline constexpr std::size_t lanes64 = 8;
+inline constexpr std::size_t philox_vectors = 1;
+
+#define COMMPRESS_SIMD_LANES64(r, expr)                                                            \
+  for (std::size_t j = 0; j < lanes64; ++j)                                                        \
+  r.v[j] = (expr)
+
+COMMPRESS_FORCEINLINE vq splat_u64(std::uint64_t x) {
+  vq r;
+  COMMPRESS_SIMD_LANES64(r, x);
+  return r;
+}
+COMMPRESS_FORCEINLINE vq splat_halves(std::uint32_t x) {
+  return splat_u64(std::uint64_t{x} << 32 | x);
+}
+COMMPRESS_FORCEINLINE vq lane_index64() {
+  vq r;
+  COMMPRESS_SIMD_LANES64(r, j);
+  return r;
+}
+COMMPRESS_FORCEINLINE vq add_u64(vq a, vq b) {
+  vq r;
+  COMMPRESS_SIMD_LANES64(r, a.v[j] + b.v[j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE vq high_half(vq a) {
+  vq r;
+  COMMPRESS_SIMD_LANES64(r, a.v[j] >> 32);
+  return r;
+}
+COMMPRESS_FORCEINLINE vq mul_low32(vq a, vq b) {
+  vq r;
+  COMMPRESS_SIMD_LANES64(r, (a.v[j] & 0xffffffffu) * (b.v[j] & 0xffffffffu));
+  return r;
+}
+COMMPRESS_FORCEINLINE vq swap_halves(vq a) {
+  vq r;
+  COMMPRESS_SIMD_LANES64(r, a.v[j] >> 32 | a.v[j] << 32);
+  return r;
+}
+COMMPRESS_FORCEINLINE vq xor3(vq a, vq b, vq c) {
+  vq r;
+  COMMPRESS_SIMD_LANES64(r, a.v[j] ^ b.v[j] ^ c.v[j]);
+  return r;
+}
+COMMPRESS_FORCEINLINE void store_blocks(vq c0, vq c1, vq c2, vq c3, std::uint32_t* w) {
+  for (std::size_t j = 0; j < lanes64; ++j) {
+    w[4 * j] = static_cast<std::uint32_t>(c0.v[j]);
+    w[4 * j + 1] = static_cast<std::uint32_t>(c1.v[j]);
+    w[4 * j + 2] = static_cast<std::uint32_t>(c2.v[j]);
+    w[4 * j + 3] = static_cast<std::uint32_t>(c3.v[j]);
+  }
+}
+
+#undef COMMPRESS_SIMD_LANES64
+#undef COMMPRESS_SIMD_LANES
+
+// --- memory hints ----------------------------------------------------------------------------
+COMMPRESS_FORCEINLINE void prefetch(const void* p) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 0, 3);
+#else
+  (void)p;
+#endif
+}
+COMMPRESS_FORCEINLINE void store_fence() {}
+
+} // namespace commpress::cpu::simd
