@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Runs the Fashion-MNIST compression experiments and summarises them.
 
-Model parallel (Rudakov et al., docs/algorithms.md section 4) with examples/fashion_mnist/
+Model parallel (Rudakov et al., docs/methods.md section 4) with examples/fashion_mnist/
 model_parallel, data parallel (LoCo, Xie et al., section 7) with data_parallel. Every run writes
 a per-epoch CSV under --out; the driver then writes summary.md (markdown tables) and PNG plots
 (python3-matplotlib; skipped with a note if it is missing) and prints the summary.
@@ -36,7 +36,7 @@ QUICK_SUBSET = 20000
 BITS = [2, 4, 6, 8, 32]
 TOPK = [5, 10, 20, 30, 50]
 # Data parallel: 4 workers x 128 samples (global batch 512), Adam lr 1e-3. LoCo's quantizer:
-# symmetric absmax per block of 128, round to nearest (docs/algorithms.md 7.1).
+# symmetric absmax per block of 128, round to nearest (docs/methods.md 7.1).
 DP_COMMON = ["--workers", "4", "--batch-per-worker", "128", "--optimizer", "adam", "--lr", "0.001"]
 
 

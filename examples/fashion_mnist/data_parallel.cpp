@@ -1,7 +1,7 @@
 // SPDX-FileCopyrightText: 2026 commpress authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Data-parallel compressed gradient exchange on Fashion-MNIST (LoCo, Xie et al.; docs/algorithms.md
+// Data-parallel compressed gradient exchange on Fashion-MNIST (LoCo, Xie et al.; docs/methods.md
 // section 7): N workers (threads of an in-process loopback communicator) each hold a replica of the
 // 784-512-512-256-10 MLP, compute the gradient of their share of every global batch, and exchange
 // it through commpress::data_parallel (compress, all-gather the payloads, average them in rank

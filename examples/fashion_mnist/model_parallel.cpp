@@ -1,7 +1,7 @@
 // SPDX-FileCopyrightText: 2026 commpress authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Model-parallel compression on Fashion-MNIST (Rudakov et al., docs/algorithms.md section 4): the
+// Model-parallel compression on Fashion-MNIST (Rudakov et al., docs/methods.md section 4): the
 // 4-stage 784-512-512-256-10 MLP trains with SGD + momentum while every one of its 3 stage
 // boundaries sends the activations forward and the gradients backward through commpress
 // channels (sender_end -> payload bytes -> receiver_end), each direction with its own codec and

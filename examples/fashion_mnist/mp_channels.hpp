@@ -4,7 +4,7 @@
 
 /// @file
 /// Model-parallel stage boundaries through the library's channels (Rudakov et al.,
-/// docs/algorithms.md section 4): every boundary gets one sender_end/receiver_end pair for the
+/// docs/methods.md section 4): every boundary gets one sender_end/receiver_end pair for the
 /// activations going forward and one for the gradients coming back, each with its own codec and
 /// feedback policy, configured from short text specs. The training loop only sees
 /// `boundary_hooks`; the hooks send the batch, and replace it with what the receiver decoded.
@@ -43,9 +43,9 @@ namespace cp = commpress;
 /// - `fp32`, `id` or `q32`: the identity codec (lossless, 4 bytes per element);
 /// - `q<b>[:tensor|:block<N>|:column][:asym|:sym][:sr]`, b in 1..8: b-bit quantization. The
 ///   default, per-tensor asymmetric min-max with round-to-nearest, is Rudakov's
-///   `quantize_custom` (docs/algorithms.md 2.2); `column` is AQ-SGD's per-feature scale (4.2);
+///   `quantize_custom` (docs/methods.md 2.2); `column` is AQ-SGD's per-feature scale (4.2);
 /// - `topk<p>`, 0 < p <= 100: per-sample TopK keeping round(p% of the row) elements of each
-///   sample (docs/algorithms.md 4.3), at least one.
+///   sample (docs/methods.md 4.3), at least one.
 struct codec_spec {
   enum class kind { identity, quantize, top_k };
   kind k = kind::identity;

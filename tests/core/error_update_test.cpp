@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // error_update: the state rule shared by error feedback, LoCo, the fused CPU kernels and the
-// CUDA LoCo update (docs/algorithms.md 7.1).
+// CUDA LoCo update (docs/methods.md 7.1).
 #include <doctest/doctest.h>
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // SPDX-FileCopyrightText: 2026 commpress authors
 // SPDX-License-Identifier: Apache-2.0
 
-// CPU/GPU parity of every codec (docs/algorithms.md 11.1, C0.1): for each configuration and size
+// CPU/GPU parity of every codec (docs/methods.md 11.1, C0.1): for each configuration and size
 // the payload written by cuda::par must equal cpu::seq's byte for byte, and decode,
 // decode_accumulate and roundtrip must produce the same bits. Corrupted payloads must be refused on
 // the device with the errc the CPU throws, leaving the output untouched. EF and EF21 steps on the
@@ -495,7 +495,7 @@ TEST_SUITE("cuda") {
 
 namespace {
 
-/// AQ-SGD steps on the CPU and the device with cache storage S (docs/algorithms.md 6.1): a shuffled
+/// AQ-SGD steps on the CPU and the device with cache storage S (docs/methods.md 6.1): a shuffled
 /// id order with revisits across steps and a repeated id inside one batch, a warm-up step and
 /// NaN/Inf inputs; every payload, every receiver output and both final caches (values and
 /// store_int scales) must match the CPU bit for bit, as must the non-finite and held counts.

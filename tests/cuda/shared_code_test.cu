@@ -5,7 +5,7 @@
 // host and compares the bits. Compiling this file under nvcc is itself the check that no
 // host-only construct (std:: calls, exceptions, allocation) crept into shared per-element
 // code; running it on a GPU checks that both compilations compute the same bits
-// (docs/algorithms.md 11.1, C0.1; docs/cuda.md, "Parity guarantees and how they are kept").
+// (docs/methods.md 11.1, C0.1; docs/cuda.md, "Parity guarantees and how they are kept").
 
 #include <doctest/doctest.h>
 

@@ -5,7 +5,7 @@
 /// @file
 /// `all_gather_compressed`: every rank encodes its tensor into a fixed-size payload, the
 /// payloads are all-gathered, and every rank decodes and accumulates them in rank order
-/// (docs/algorithms.md 9.1): top_k, sign, quantize with per-rank scales, cast, or any codec.
+/// (docs/methods.md 9.1): top_k, sign, quantize with per-rank scales, cast, or any codec.
 
 #include <algorithm>
 #include <cstddef>
@@ -73,7 +73,7 @@ private:
 /// @brief Compressed all-gather aggregation: `out = 0; out += w * deQ(payload_r)` for
 /// r = 0, 1, ..., N-1, with w = 1/N (mean) or 1 (sum). Every rank reads the same gathered
 /// bytes in the same order, so every rank ends with the same bits. The support of a top_k
-/// result is at most N * k (docs/algorithms.md 11.5, A3). `out` may alias `in`.
+/// result is at most N * k (docs/methods.md 11.5, A3). `out` may alias `in`.
 /// @param state this rank's feedback state (plan.make_state())
 /// @param workspace at least plan.workspace_bytes() bytes, 4-byte aligned
 /// @throws commpress::error on size mismatches, a bad workspace or pipeline errors

@@ -4,7 +4,7 @@
 
 /// @file
 /// `all_reduce_compressed`: the all-reduce of a sum-compatible codec's value array
-/// (docs/algorithms.md 9.2). identity is a plain float all-reduce; random_k with a shared
+/// (docs/methods.md 9.2). identity is a plain float all-reduce; random_k with a shared
 /// (seed, tensor_id, step) all-reduces its k kept values and decodes the sum once.
 
 #include <algorithm>

@@ -3,7 +3,7 @@
 #pragma once
 
 /// @file
-/// What every compressed collective shares (docs/algorithms.md section 9, docs/collectives.md):
+/// What every compressed collective shares (docs/methods.md section 9, docs/collectives.md):
 /// the per-codec aggregation trait, the averaging convention, the chunk layout of the sharded
 /// path, the pipelines a collective accepts, and the carving of one caller-owned workspace.
 
@@ -35,7 +35,7 @@ namespace commpress {
 static_assert(std::endian::native == std::endian::little,
               "commpress collectives read payload bodies in place: little-endian hosts only");
 
-/// @brief How the messages of a codec can be combined across ranks (docs/algorithms.md 9.1-9.2).
+/// @brief How the messages of a codec can be combined across ranks (docs/methods.md 9.1-9.2).
 enum class aggregation : std::uint8_t {
   sum,    ///< closed under addition: the value arrays of all ranks are added by all-reduce
   gather, ///< fixed-size payloads are all-gathered and each rank decodes all of them
@@ -46,7 +46,7 @@ enum class aggregation : std::uint8_t {
 ///
 /// - identity: sum (a plain float all-reduce).
 /// - random_k: sum. Ranks that encode with the same (seed, tensor_id, step) keep the same indices,
-///   so their k values add element-wise (docs/algorithms.md 9.2). The values travel as fp32
+///   so their k values add element-wise (docs/methods.md 9.2). The values travel as fp32
 ///   whatever the codec's wire dtype: a sum of fp16 values is not an fp16 value.
 /// - cast (fp16/bf16): gather. The communicator concept sums only float and double, and
 ///   decoding to float before an all-reduce would send fp32 bytes: no compression. Use the
@@ -67,7 +67,7 @@ template <class Codec>
 inline constexpr bool sum_compatible_v = codec_aggregation<Codec>::value == aggregation::sum;
 
 /// @brief Whether a collective returns the mean over ranks (applied exactly once, at the
-/// point of aggregation; docs/algorithms.md 9.4) or the plain sum.
+/// point of aggregation; docs/methods.md 9.4) or the plain sum.
 enum class scaling : std::uint8_t { mean, sum };
 
 /// @brief A pipeline a collective can run: its receiver keeps no state (feedback none, ef or

@@ -3,7 +3,7 @@
 #pragma once
 
 /// @file
-/// The sharded compressed all-reduce with two error-feedback points (docs/algorithms.md 9.3, 8,
+/// The sharded compressed all-reduce with two error-feedback points (docs/methods.md 9.3, 8,
 /// 7.3; property E8): 1-bit Adam's compressed_allreduce, AQ-SGD's data-parallel path and
 /// LoCo's qgZ path, in their one-level form.
 ///

@@ -5,18 +5,18 @@
 /// @file
 /// The quantize codec: b-bit uniform scalar quantization (1 <= b <= 8) with one scale per
 /// tensor, per block of elements or per column, symmetric (absmax) or asymmetric (min-max)
-/// range, and round-to-nearest-even or stochastic rounding (docs/algorithms.md section 2, and
+/// range, and round-to-nearest-even or stochastic rounding (docs/methods.md section 2, and
 /// 4.2, 6.2 for the papers' quantizers). The body layout is in docs/wire-format.md ("quantize").
 ///
-/// Conventions (the literature uses both symmetric divisors; docs/algorithms.md 2.1):
+/// Conventions (the literature uses both symmetric divisors; docs/methods.md 2.1):
 /// - symmetric uses the non-clipping divisor L = 2^(b-1) - 1: codes q in [-L, L] are sent as
 ///   q + L in [0, 2L] (code 2^b - 1 is never written). max|x| is representable, so the error is
 ///   at most scale/2 for every element and stochastic rounding is unbiased. The record is the
 ///   f32 scale = absmax / L and an element decodes as (code - L) * scale, one rounded multiply.
-/// - asymmetric is Rudakov's `quantize_custom` (docs/algorithms.md 2.2): M = 2^b - 1 intervals
+/// - asymmetric is Rudakov's `quantize_custom` (docs/methods.md 2.2): M = 2^b - 1 intervals
 ///   anchored at lo = min, so min decodes exactly. The record is f32 lo then f32
 ///   step = (hi - lo) / M and an element decodes as lo + code * step (two rounded operations,
-///   never fused: the same bits on the CPU and the GPU, docs/algorithms.md 10.2).
+///   never fused: the same bits on the CPU and the GPU, docs/methods.md 10.2).
 /// - the encoder multiplies by inv = L / absmax (or M / (hi - lo)), computed once per group.
 ///   An all-zero or constant group, or one whose inv overflows (absmax or hi - lo below about
 ///   M * 2^-128), gets inv = 0: every element is sent as the zero level (symmetric) or lo
@@ -46,13 +46,13 @@ enum class scale_granularity : std::uint8_t {
   tensor = 0, ///< one scale for the whole tensor (Rudakov's quantize_custom)
   block = 1,  ///< one scale per `group` consecutive elements; the last block may be short
   column = 2, ///< tensor viewed as (n / group) rows x group columns, one scale per column
-              ///< (AQ-SGD's per-feature scale, docs/algorithms.md 6.2)
+              ///< (AQ-SGD's per-feature scale, docs/methods.md 6.2)
 };
 
 /// @brief Symmetric absmax range or asymmetric min-max range.
 enum class quant_range : std::uint8_t { symmetric = 0, asymmetric = 1 };
 
-/// @brief Round to nearest (ties to even) or stochastically (unbiased, docs/algorithms.md 2.3).
+/// @brief Round to nearest (ties to even) or stochastically (unbiased, docs/methods.md 2.3).
 enum class rounding : std::uint8_t { nearest = 0, stochastic = 1 };
 
 /// @brief b-bit uniform quantization with per-tensor, per-block or per-column scales.

@@ -4,7 +4,7 @@
 
 /// @file
 /// The random-k codec: keeps k elements chosen by the shared random stream, and sends only
-/// their values (docs/algorithms.md 3.2; properties S3-S5 of section 11.3).
+/// their values (docs/methods.md 3.2; properties S3-S5 of section 11.3).
 ///
 /// **Stratified selection.** The n elements are cut into k strata, stratum j being
 /// [floor(j n / k), floor((j + 1) n / k)), and stratum j keeps the element

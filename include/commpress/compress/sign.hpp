@@ -3,7 +3,7 @@
 #pragma once
 
 /// @file
-/// The sign codec: one bit per element plus one fp32 scale per group (docs/algorithms.md 3.3).
+/// The sign codec: one bit per element plus one fp32 scale per group (docs/methods.md 3.3).
 ///
 /// Element i decodes to +s or -s, where s is its group's scale:
 /// - sign_scale::mean_abs, s = ||x||_1 / m: EF-signSGD (Karimireddy et al. 2019). It keeps the

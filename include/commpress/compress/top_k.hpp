@@ -4,10 +4,10 @@
 
 /// @file
 /// The top-k codec: keeps the k elements of largest magnitude, exactly, with a tie rule that
-/// every backend follows (docs/algorithms.md 3.1, 4.3; property S1 of section 11.3).
+/// every backend follows (docs/methods.md 3.1, 4.3; property S1 of section 11.3).
 ///
 /// **Scope.** One selection over the whole tensor (row_length == 0), or one per row of
-/// row_length elements (per sample, as Rudakov et al.'s activation TopK, docs/algorithms.md 4.3).
+/// row_length elements (per sample, as Rudakov et al.'s activation TopK, docs/methods.md 4.3).
 ///
 /// **k per row.** count > 0: k = min(count, d_row). Otherwise k is the integer nearest to
 /// fraction * d_row (at least 1 when fraction > 0), clamped to d_row: detail::keep_count.

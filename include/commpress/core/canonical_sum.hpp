@@ -4,7 +4,7 @@
 
 /// @file
 /// A summation order fixed by the definition, so that a CPU loop and a GPU warp produce the
-/// same bits for the same terms (docs/algorithms.md 10.4 and 11.1, C0.1).
+/// same bits for the same terms (docs/methods.md 10.4 and 11.1, C0.1).
 ///
 /// Floating-point addition is not associative: a sequential host loop and a parallel GPU
 /// reduction give different sums unless both follow one order. This header defines that order

@@ -11,7 +11,7 @@
 
 namespace commpress::detail {
 
-/// @brief e = keep * e + take * fresh (LoCo's moving average, docs/algorithms.md 7.1), where the
+/// @brief e = keep * e + take * fresh (LoCo's moving average, docs/methods.md 7.1), where the
 /// fresh error h - deQ(Q(h)) and the result are finite; otherwise e keeps its value.
 ///
 /// keep == 0 is error feedback's e = fresh itself (not 0 * e + 1 * fresh), so that even the

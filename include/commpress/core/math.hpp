@@ -7,7 +7,7 @@
 ///
 /// Shared code must produce the same bits on both backends, so it avoids `std::` calls that
 /// nvcc cannot run on the device and uses explicitly rounded arithmetic where a compiler could
-/// otherwise fuse `a * b + c` into one FMA (docs/algorithms.md section 10.2). Under nvcc the
+/// otherwise fuse `a * b + c` into one FMA (docs/methods.md section 10.2). Under nvcc the
 /// `*_rn` helpers are the `__f*_rn` intrinsics, which are never contracted; on the host the
 /// `commpress::commpress` target compiles with `-ffp-contract=off` for the same guarantee.
 

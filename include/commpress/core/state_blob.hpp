@@ -7,7 +7,7 @@
 /// residuals, EF21 mirrors, LoCo errors, AQ-SGD caches, channel ends, optimizer moments.
 ///
 /// Losing compressor state at a checkpoint is a common complaint about existing systems (their
-/// error buffers are dropped on load or never saved; docs/algorithms.md 8), so every state object
+/// error buffers are dropped on load or never saved; docs/methods.md 8), so every state object
 /// saves to and loads from one of these.
 ///
 /// Layout (all integers little-endian):

@@ -4,7 +4,7 @@
 
 /// @file
 /// AQ-SGD: per-sample activation caches on both sides of a stage boundary (Wang et al. 2022;
-/// docs/algorithms.md 6.1, and Rudakov et al.'s TopK + AQ-SGD, 4.5).
+/// docs/methods.md 6.1, and Rudakov et al.'s TopK + AQ-SGD, 4.5).
 
 #include <cstdint>
 #include <span>
@@ -69,7 +69,7 @@ private:
 /// - Afterwards: send C(a - m(xi)); both sides m(xi) += deQ; the receiver outputs m(xi).
 /// The receiver takes the warm-up decision from the payload's (checksummed) step. Storage
 /// store_bf16 or store_int4 trade cache memory for a reconstruction floor (the paper's open
-/// question; docs/algorithms.md 6.3 `delta-lowbits`).
+/// question; docs/methods.md 6.3 `delta-lowbits`).
 template <class Storage = store_f32> struct aq_sgd {
   static constexpr feedback_id id = feedback_id::aq_sgd;
   using sender_state = aq_sgd_state<Storage>;

@@ -3,7 +3,7 @@
 #pragma once
 
 /// @file
-/// Classic error feedback (EF14 / EF-SGD / Mem-SGD, docs/algorithms.md 5.1-5.2).
+/// Classic error feedback (EF14 / EF-SGD / Mem-SGD, docs/methods.md 5.1-5.2).
 
 #include <cstdint>
 #include <span>
@@ -56,7 +56,7 @@ private:
 
 /// @brief Error feedback: h = g + e; send C(h); e = h - deQ(C(h)).
 ///
-/// The residual is in gradient units (not learning-rate-scaled; docs/algorithms.md 5.2), so
+/// The residual is in gradient units (not learning-rate-scaled; docs/methods.md 5.2), so
 /// a learning-rate schedule does not change its meaning. The receiver keeps nothing: it decodes
 /// C(h) as plain compression. e is computed from the payload's own decoding, so it is exactly
 /// h minus what every receiver reconstructs.

@@ -3,7 +3,7 @@
 #pragma once
 
 /// @file
-/// EF21 (Richtárik, Sokolov, Fatkhullin 2021; docs/algorithms.md 5.3 and 4.4).
+/// EF21 (Richtárik, Sokolov, Fatkhullin 2021; docs/methods.md 5.3 and 4.4).
 
 #include <cstdint>
 #include <span>
@@ -51,7 +51,7 @@ private:
 
 /// @brief EF21: send C(x - A); both ends do A += deQ(C(x - A)); the receiver's output is A.
 ///
-/// The output is the state A, never the increment (docs/algorithms.md 5.3 names using the increment
+/// The output is the state A, never the increment (docs/methods.md 5.3 names using the increment
 /// as a common bug). With TopK_k and a constant x, A == x exactly after ceil(d/k) steps. In data
 /// parallelism the receiver mirror is the server's g = mean_i g_i: decode_accumulate each worker's
 /// payload into it with weight 1/N.

@@ -106,7 +106,7 @@ void check_fail_policy(const context& ctx, std::span<const T> in, const char* wh
 
 /// state[i] += weight * delta[i] where the sum is finite; otherwise state[i] is kept. Returns
 /// how many were kept. Sender and receiver mirrors call exactly this, so they stay bitwise equal
-/// (mul_rn/add_rn: no FMA contraction, docs/algorithms.md section 10.2).
+/// (mul_rn/add_rn: no FMA contraction, docs/methods.md section 10.2).
 inline std::size_t add_finite(std::span<float> state, std::span<const float> delta, float weight) {
   std::size_t held = 0;
   for (std::size_t i = 0; i < state.size(); ++i) {

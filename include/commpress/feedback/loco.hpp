@@ -4,7 +4,7 @@
 
 /// @file
 /// LoCo: error feedback with a moving average of past compression errors (Xie et al. 2024, as
-/// merged into DeepSpeed; docs/algorithms.md section 7).
+/// merged into DeepSpeed; docs/methods.md section 7).
 
 #include <cstdint>
 #include <span>
@@ -60,7 +60,7 @@ private:
 };
 
 /// @brief Multiplies the LoCo error by `factor` = new_loss_scale / old_loss_scale: the error
-/// lives in loss-scaled units (DeepSpeed multiplies the 8-bit scales; docs/algorithms.md 7.2).
+/// lives in loss-scaled units (DeepSpeed multiplies the 8-bit scales; docs/methods.md 7.2).
 template <class Storage> void rescale(loco_state<Storage>& st, float factor) {
   st.storage().scale_by(factor);
 }
@@ -72,11 +72,11 @@ template <class Storage> void drop(loco_state<Storage>& st) {
 
 /// @brief LoCo: h = g + e; q = C(h); e = beta * e + (1 - beta) * (h - deQ(q)).
 ///
-/// `beta` is the weight on the OLD error (DeepSpeed's err_beta, default 0.8; docs/algorithms.md
+/// `beta` is the weight on the OLD error (DeepSpeed's err_beta, default 0.8; docs/methods.md
 /// 7.1); beta = 0 is classic EF, bit for bit. The error is zeroed at the end of every step whose
 /// `ctx.step + 1` is a multiple of `reset_every` (0: never), so the period is counted in optimizer
 /// steps, one encode per tensor per step, not in tensors processed (the DeepSpeed counter pitfall,
-/// docs/algorithms.md 7.2). Storage store_int8 keeps the error in 8 bits as LoCo does; the error is
+/// docs/methods.md 7.2). Storage store_int8 keeps the error in 8 bits as LoCo does; the error is
 /// then exact only to half a storage step per step.
 template <class Storage = store_f32> struct loco {
   static constexpr feedback_id id = feedback_id::loco;

@@ -14,7 +14,7 @@
 namespace commpress {
 
 /// @brief Plain compression, C(x) on the wire and no state on either side (Rudakov et al.'s
-/// "compression without EF" runs, docs/algorithms.md 4.4).
+/// "compression without EF" runs, docs/methods.md 4.4).
 struct none {
   static constexpr feedback_id id = feedback_id::none;
   using sender_state = no_state;

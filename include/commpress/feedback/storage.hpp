@@ -4,8 +4,8 @@
 
 /// @file
 /// How feedback state is stored between steps: fp32, bf16, or b-bit block-quantized integers
-/// with one fp32 scale per block (LoCo keeps its error in 8 bits, docs/algorithms.md 7.2;
-/// AQ-SGD's `delta-lowbits` keeps its cache in 4 bits, docs/algorithms.md 6.3).
+/// with one fp32 scale per block (LoCo keeps its error in 8 bits, docs/methods.md 7.2;
+/// AQ-SGD's `delta-lowbits` keeps its cache in 4 bits, docs/methods.md 6.3).
 
 #include <algorithm>
 #include <cstddef>
@@ -38,7 +38,7 @@ struct store_bf16 {
 ///
 /// scale = max|x| / (2^(Bits-1) - 1), q = round_half_even(x / scale), x' = q * scale. The
 /// (2^(Bits-1) - 1) convention never clips, so every element is within scale / 2 of its value
-/// (docs/algorithms.md 2.1, 10.5). Blocks never straddle rows. 4-bit codes are packed two per byte,
+/// (docs/methods.md 2.1, 10.5). Blocks never straddle rows. 4-bit codes are packed two per byte,
 /// element 2i in the low nibble.
 template <int Bits, std::uint32_t Block = 128> struct store_int {
   static_assert(Bits == 4 || Bits == 8, "commpress: store_int supports 4 and 8 bits");

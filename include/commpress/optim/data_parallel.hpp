@@ -5,7 +5,7 @@
 /// @file
 /// The compressed data-parallel step: compress the local gradient, all-gather the fixed-size
 /// payloads through the caller's communicator, decode and average them in rank order, and
-/// apply the optimizer to the average (docs/algorithms.md section 9.1).
+/// apply the optimizer to the average (docs/methods.md section 9.1).
 
 #include <algorithm>
 #include <concepts>

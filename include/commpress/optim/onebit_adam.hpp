@@ -3,7 +3,7 @@
 #pragma once
 
 /// @file
-/// 1-bit Adam (Tang et al., ICML 2021; DeepSpeed `OnebitAdam`), docs/algorithms.md section 8:
+/// 1-bit Adam (Tang et al., ICML 2021; DeepSpeed `OnebitAdam`), docs/methods.md section 8:
 /// Adam with an uncompressed gradient exchange for `freeze_step` warm-up steps, then a frozen
 /// variance and a compressed, error-compensated exchange of the momentum.
 
@@ -48,7 +48,7 @@ struct onebit_adam_config {
   /// Freeze the elements whose variance is exactly 0 when the compression stage starts (they
   /// never saw a non-zero gradient: dead inputs, unused embeddings). A 1-bit code cannot say
   /// 0, so without the mask such an element moves by +-scale / eps every step and the run
-  /// diverges; this is DeepSpeed's `exp_avg_mask` (docs/algorithms.md 8), derived from v.
+  /// diverges; this is DeepSpeed's `exp_avg_mask` (docs/methods.md 8), derived from v.
   bool mask_zero_variance = true;
 
   /// @brief The optimizer that runs the warm-up steps.
@@ -93,7 +93,7 @@ struct onebit_adam_config {
 ///   of the payloads, `m = sum_r (1/N) * deQ(payload_r)` in rank order, frozen-v update.
 /// The worker error is the pipeline's error-feedback state (use `pipeline<ef, sign{rms}>` for
 /// DeepSpeed's compressor). Unlike DeepSpeed there is no server-side error and no all-to-all:
-/// the exchange is an all-gather of compressed payloads (docs/algorithms.md 9.1 instead of 9.3), so
+/// the exchange is an all-gather of compressed payloads (docs/methods.md 9.1 instead of 9.3), so
 /// the wire per rank grows with N but the averaged momentum is exactly identical on all ranks.
 /// @tparam Comm a host `communicator`
 /// @tparam Pipeline a `data_parallel_pipeline`, usually `pipeline<ef, sign>`

@@ -8,7 +8,7 @@
 ///
 /// A trainer compresses activations forward and activation gradients backward with two
 /// channels and two pipelines (for example EF21 + TopK 10% forward, 8-bit quantization backward;
-/// Rudakov et al. 2024, docs/algorithms.md 4). The ends allocate their buffers at construction and
+/// Rudakov et al. 2024, docs/methods.md 4). The ends allocate their buffers at construction and
 /// never per call.
 
 #include <cstdint>

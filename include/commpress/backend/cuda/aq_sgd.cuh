@@ -3,7 +3,7 @@
 #pragma once
 
 /// @file
-/// AQ-SGD on device memory (feedback/aq_sgd.hpp; Wang et al. 2022, docs/algorithms.md 6.1): the
+/// AQ-SGD on device memory (feedback/aq_sgd.hpp; Wang et al. 2022, docs/methods.md 6.1): the
 /// per-sample cache m is gathered and scattered by sample id, with the same payloads and cache
 /// bits as the CPU's aq_sgd step after step, for every cache storage (fp32, bf16, store_int).
 ///

@@ -6,7 +6,7 @@
 /// Error-feedback steps on device memory: classic EF, EF21 (sender and receiver) and LoCo (with
 /// fp32, bf16, int8 or int4 error storage), the same arithmetic as feedback/ef.hpp, ef21.hpp and
 /// loco.hpp on the CPU, so payloads and states match
-/// the CPU's bit for bit step after step (docs/algorithms.md 11.4, E9: CPU <-> GPU mirrors).
+/// the CPU's bit for bit step after step (docs/methods.md 11.4, E9: CPU <-> GPU mirrors).
 ///
 /// State lives in caller-owned device arrays (the residual e, the mirror A: n floats each,
 /// zero-initialised by the caller). Each step is a few element-wise kernels around the codec's
