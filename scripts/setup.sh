@@ -44,9 +44,12 @@ if [[ ! -x "$venv/bin/python" ]]; then
   echo "setup: creating $venv"
   /usr/bin/python3 -m venv --system-site-packages "$venv"
 fi
-if ! "$venv/bin/python" -c "import nanobind, scikit_build_core" 2>/dev/null; then
-  echo "setup: installing nanobind and scikit-build-core into $venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check "nanobind>=2.0" "scikit-build-core>=0.10"
+# ml_dtypes (the tests' independent fp8 / fp4 conversions): 0.5 is the last series that runs
+# with Debian's NumPy 1.24.
+if ! "$venv/bin/python" -c "import nanobind, scikit_build_core, ml_dtypes" 2>/dev/null; then
+  echo "setup: installing nanobind, scikit-build-core and ml_dtypes into $venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "nanobind>=2.0" "scikit-build-core>=0.10" \
+    "ml_dtypes>=0.5,<0.6"
 fi
 # Re-install only when a source the package is built from changed. The build directory
 # (build/python) persists, so a re-install recompiles only the translation units that changed.

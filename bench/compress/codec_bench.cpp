@@ -162,6 +162,13 @@ int main(int argc, char** argv) {
   register_codec("top_k_10pct", cp::top_k{.fraction = 0.1f});
   register_codec("random_k_1pct", cp::random_k{.fraction = 0.01f});
   register_codec("sign_rms_tensor", cp::sign{.scale = cp::sign_scale::rms});
+  register_codec("fp8_e4m3_block128", cp::fp8{});
+  register_codec("fp8_e5m2_tensor", cp::fp8{.format = cp::minifloat::e5m2,
+                                            .granularity = cp::scale_granularity::tensor,
+                                            .group = 0});
+  register_codec("mxfp8", cp::mxfp8{});
+  register_codec("mxfp4", cp::mxfp4{});
+  register_codec("nvfp4", cp::nvfp4{});
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv))
     return 1;

@@ -32,6 +32,11 @@ Codec = Union[
     _commpress.top_k,
     _commpress.random_k,
     _commpress.sign,
+    _commpress.fp8,
+    _commpress.mxfp8,
+    _commpress.mxfp8_e5m2,
+    _commpress.mxfp4,
+    _commpress.nvfp4,
 ]
 
 

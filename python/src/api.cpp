@@ -561,6 +561,13 @@ void bind_api(nb::module_& m) {
       },
       nb::arg("codec"), nb::arg("n"), "Exact size of the payload a codec writes for n elements.");
   m.def(
+      "can_implement",
+      [](const any_codec& codec, std::uint64_t n) {
+        return std::visit([n](const auto& c) { return c.can_implement(n); }, codec);
+      },
+      nb::arg("codec"), nb::arg("n"),
+      "Whether the codec's configuration is valid for n elements (C++ codec::can_implement).");
+  m.def(
       "max_payload_bytes",
       [](const any_pipeline& pipe, std::uint64_t n) {
         return std::visit(

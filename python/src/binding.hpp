@@ -18,12 +18,7 @@
 #include <variant>
 #include <vector>
 
-#include "commpress/compress/cast.hpp"
-#include "commpress/compress/identity.hpp"
-#include "commpress/compress/quantize.hpp"
-#include "commpress/compress/random_k.hpp"
-#include "commpress/compress/sign.hpp"
-#include "commpress/compress/top_k.hpp"
+#include "commpress/compress/codec_list.hpp"
 #include "commpress/core/context.hpp"
 #include "commpress/feedback/aq_sgd.hpp"
 #include "commpress/feedback/ef.hpp"
@@ -35,8 +30,12 @@
 
 namespace commpress::py {
 
-/// Every codec configuration the module knows, in the order of codec_id.
-using any_codec = std::variant<identity, cast, quantize, top_k, random_k, sign>;
+/// The std::variant of the codecs of a codec_list.
+template <class L> struct variant_of;
+template <class... C> struct variant_of<codec_list<C...>> { using type = std::variant<C...>; };
+
+/// Every codec configuration the module knows: all of compress/codec_list.hpp, in its order.
+using any_codec = variant_of<all_codecs>::type;
 
 /// Every feedback configuration: each error storage of loco and aq_sgd is its own C++ type.
 using any_feedback = std::variant<none, ef, ef21, loco<store_f32>, loco<store_bf16>,

@@ -32,6 +32,15 @@ cuda::device_status* status_of(void* s) {
   return static_cast<cuda::device_status*>(s);
 }
 
+/// Whether codec C runs on the device: the block-scaled codecs of the kit have no CUDA
+/// implementation yet.
+template <class C> constexpr bool on_device = !block_scaled_codec<C>;
+
+[[noreturn]] void host_only() {
+  detail::throw_error(errc::invalid_argument, "python",
+                      "this codec runs on the CPU backends only (no CUDA implementation yet)");
+}
+
 } // namespace
 
 bool has_cuda() {
@@ -42,36 +51,53 @@ std::uint64_t cuda_status_bytes() {
 }
 
 template <class C> std::uint64_t cuda_codec_ops<C>::workspace_bytes(const C& c, std::uint64_t n) {
-  return commpress::workspace_bytes(cuda::par, c, n);
+  if constexpr (!on_device<C>)
+    host_only();
+  else
+    return commpress::workspace_bytes(cuda::par, c, n);
 }
 
 template <class C>
 void cuda_codec_ops<C>::encode(const policy_ref& p, const C& c, const context& ctx,
                                const tensor_ref& in, bytes out, bytes ws, void* st) {
-  const cuda::par_t pol = on_stream(p);
-  with_elements(in, [&](auto x) {
-    using T = typename decltype(x)::element_type;
-    commpress::encode(pol, c, ctx, std::span<const T>(x), out, ws, status_of(st));
-  });
+  if constexpr (!on_device<C>) {
+    host_only();
+  } else {
+    const cuda::par_t pol = on_stream(p);
+    with_elements(in, [&](auto x) {
+      using T = typename decltype(x)::element_type;
+      commpress::encode(pol, c, ctx, std::span<const T>(x), out, ws, status_of(st));
+    });
+  }
 }
 
 template <class C>
 void cuda_codec_ops<C>::decode(const policy_ref& p, const C& c, cbytes payload,
                                const tensor_ref& out, bytes ws, void* st) {
-  const cuda::par_t pol = on_stream(p);
-  with_elements(out, [&](auto y) { commpress::decode(pol, c, payload, y, ws, status_of(st)); });
+  if constexpr (!on_device<C>) {
+    host_only();
+  } else {
+    const cuda::par_t pol = on_stream(p);
+    with_elements(out, [&](auto y) { commpress::decode(pol, c, payload, y, ws, status_of(st)); });
+  }
 }
 
 template <class C>
 void cuda_codec_ops<C>::decode_accumulate(const policy_ref& p, const C& c, cbytes payload,
                                           std::span<float> acc, float weight, bytes ws, void* st) {
-  commpress::decode_accumulate(on_stream(p), c, payload, acc, weight, ws, status_of(st));
+  if constexpr (!on_device<C>)
+    host_only();
+  else
+    commpress::decode_accumulate(on_stream(p), c, payload, acc, weight, ws, status_of(st));
 }
 
 template <class C>
 void cuda_codec_ops<C>::roundtrip(const policy_ref& p, const C& c, const context& ctx,
                                   std::span<float> x, bytes ws, void* st) {
-  commpress::roundtrip(on_stream(p), c, ctx, x, ws, status_of(st));
+  if constexpr (!on_device<C>)
+    host_only();
+  else
+    commpress::roundtrip(on_stream(p), c, ctx, x, ws, status_of(st));
 }
 
 template struct cuda_codec_ops<identity>;
@@ -80,5 +106,10 @@ template struct cuda_codec_ops<quantize>;
 template struct cuda_codec_ops<top_k>;
 template struct cuda_codec_ops<random_k>;
 template struct cuda_codec_ops<sign>;
+template struct cuda_codec_ops<fp8>;
+template struct cuda_codec_ops<mxfp8>;
+template struct cuda_codec_ops<mxfp8_e5m2>;
+template struct cuda_codec_ops<mxfp4>;
+template struct cuda_codec_ops<nvfp4>;
 
 } // namespace commpress::py

@@ -53,5 +53,10 @@ template struct cuda_codec_ops<quantize>;
 template struct cuda_codec_ops<top_k>;
 template struct cuda_codec_ops<random_k>;
 template struct cuda_codec_ops<sign>;
+template struct cuda_codec_ops<fp8>;
+template struct cuda_codec_ops<mxfp8>;
+template struct cuda_codec_ops<mxfp8_e5m2>;
+template struct cuda_codec_ops<mxfp4>;
+template struct cuda_codec_ops<nvfp4>;
 
 } // namespace commpress::py

@@ -303,7 +303,16 @@ void bind_types(nb::module_& m) {
       .value("quantize", codec_id::quantize)
       .value("top_k", codec_id::top_k)
       .value("random_k", codec_id::random_k)
-      .value("sign", codec_id::sign);
+      .value("sign", codec_id::sign)
+      .value("fp8", fp8::id)
+      .value("mxfp8", mxfp8::id)
+      .value("mxfp8_e5m2", mxfp8_e5m2::id)
+      .value("mxfp4", mxfp4::id)
+      .value("nvfp4", nvfp4::id);
+  nb::enum_<minifloat>(m, "minifloat", "Element formats of the fp8 and MX codecs.")
+      .value("e4m3", minifloat::e4m3)
+      .value("e5m2", minifloat::e5m2)
+      .value("e2m1", minifloat::e2m1);
   nb::enum_<feedback_id>(m, "feedback_id")
       .value("none", feedback_id::none)
       .value("ef", feedback_id::ef)
@@ -455,6 +464,37 @@ void bind_types(nb::module_& m) {
         .def_rw("block", &sign::block)
         .def_rw("scale", &sign::scale);
     add_common(c, "sign", {"granularity", "block", "scale"});
+  }
+  {
+    auto c =
+        nb::class_<fp8>(m, "fp8", "E4M3 / E5M2 with f32 scales per tensor or block (C++ fp8).");
+    const fp8 d{};
+    c.def(
+         "__init__",
+         [](fp8* self, minifloat format, scale_granularity granularity, std::uint32_t group) {
+           new (self) fp8{format, granularity, group};
+         },
+         nb::arg("format") = d.format, nb::arg("granularity") = d.granularity,
+         nb::arg("group") = d.group)
+        .def_rw("format", &fp8::format)
+        .def_rw("granularity", &fp8::granularity)
+        .def_rw("group", &fp8::group);
+    add_common(c, "fp8", {"format", "granularity", "group"});
+  }
+  {
+    auto c = nb::class_<mxfp8>(m, "mxfp8", "OCP MXFP8, E4M3 elements (C++ mxfp8).");
+    c.def(nb::init<>());
+    add_common(c, "mxfp8", {});
+    auto c5 = nb::class_<mxfp8_e5m2>(m, "mxfp8_e5m2", "OCP MXFP8, E5M2 elements (C++ mxfp8_e5m2).");
+    c5.def(nb::init<>());
+    add_common(c5, "mxfp8_e5m2", {});
+    auto c4 = nb::class_<mxfp4>(m, "mxfp4", "OCP MXFP4, E2M1 elements (C++ mxfp4).");
+    c4.def(nb::init<>());
+    add_common(c4, "mxfp4", {});
+    auto nv =
+        nb::class_<nvfp4>(m, "nvfp4", "NVFP4: E2M1, UE4M3 per 16, f32 tensor scale (C++ nvfp4).");
+    nv.def(nb::init<>());
+    add_common(nv, "nvfp4", {});
   }
 
   // --- feedback policies and their states ----------------------------------------------------

@@ -45,20 +45,12 @@ def floats(b: bytes) -> np.ndarray:
     return np.frombuffer(b, dtype=np.float32)
 
 
-# fuzz/codec_table.hpp, configuration by configuration.
+# fuzz/codec_table.hpp, configuration by configuration: each codec's examples() in the order
+# of compress/codec_list.hpp.
 CODECS = [
     cp.identity(),
     cp.cast(to=cp.dtype.bf16),
     cp.cast(to=cp.dtype.f16),
-    cp.top_k(fraction=0.25),
-    cp.top_k(count=3, row_length=8, values=cp.dtype.f16),
-    cp.top_k(fraction=0.9, values=cp.dtype.bf16),
-    cp.top_k(fraction=0.0),
-    cp.random_k(count=4),
-    cp.random_k(fraction=0.5, unbiased=True, values=cp.dtype.bf16),
-    cp.random_k(fraction=1.0, values=cp.dtype.f16),
-    cp.sign(),
-    cp.sign(granularity=cp.sign_granularity.block, block=5, scale=cp.sign_scale.rms),
     cp.quantize(bits=4, granularity=cp.scale_granularity.block, group=8),
     cp.quantize(
         bits=8,
@@ -71,7 +63,23 @@ CODECS = [
     cp.quantize(bits=1, granularity=cp.scale_granularity.block, group=16, range=cp.quant_range.asymmetric),
     cp.quantize(bits=2, granularity=cp.scale_granularity.block, group=3, round=cp.rounding.stochastic),
     cp.quantize(bits=5, granularity=cp.scale_granularity.column, group=2),
+    cp.top_k(fraction=0.25),
+    cp.top_k(count=3, row_length=8, values=cp.dtype.f16),
+    cp.top_k(fraction=0.9, values=cp.dtype.bf16),
+    cp.top_k(fraction=0.0),
     cp.top_k(count=2, row_length=1000),
+    cp.random_k(count=4),
+    cp.random_k(fraction=0.5, unbiased=True, values=cp.dtype.bf16),
+    cp.random_k(fraction=1.0, values=cp.dtype.f16),
+    cp.sign(),
+    cp.sign(granularity=cp.sign_granularity.block, block=5, scale=cp.sign_scale.rms),
+    cp.fp8(),
+    cp.fp8(format=cp.minifloat.e5m2, granularity=cp.scale_granularity.tensor, group=0),
+    cp.fp8(format=cp.minifloat.e4m3, group=5),
+    cp.mxfp8(),
+    cp.mxfp8_e5m2(),
+    cp.mxfp4(),
+    cp.nvfp4(),
 ]
 CODEC_CTX = cp.context(seed=42, step=3, tensor_id=7)
 

@@ -442,14 +442,20 @@ TEST_SUITE("compress") {
       CHECK(bits_of(y[i]) == 0u);
     CHECK(y[3] == doctest::Approx(1e30f));
     CHECK(y[20] == doctest::Approx(-1e-30f));
-    // Asymmetric: hi - lo overflows f32, the step is recorded as 0 and the group decodes to lo.
+    // Asymmetric: hi - lo overflows f32. The group is encoded on halves and records its step
+    // negated (a wide group, docs/wire-format.md): lo still decodes exactly, hi to within a few
+    // units in the last place, and 1 to within half a step (step = 6e38 / 15).
     const cp::quantize a{.bits = 4,
                          .granularity = scale_granularity::tensor,
                          .group = 0,
                          .range = quant_range::asymmetric};
     const std::vector<float> wide = {-3e38f, 3e38f, 1.0f};
-    for (float v : decode(a, encode(a, wide), wide.size()))
-      CHECK(v == -3e38f);
+    const auto p = encode(a, wide);
+    CHECK(body_view{a, 3, p}.record(0, 1) < 0.0f); // the negative step marks the wide group
+    const auto w = decode(a, p, wide.size());
+    CHECK(w[0] == -3e38f);
+    CHECK(w[1] == doctest::Approx(3e38f).epsilon(1e-6));
+    CHECK(std::fabs(static_cast<double>(w[2]) - 1.0) <= 6e38 / 15 / 2 * (1 + 1e-6));
   }
 
   TEST_CASE_TEMPLATE("quantize: decodes every size and dtype within the bound, and roundtrip "

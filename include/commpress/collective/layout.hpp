@@ -24,6 +24,7 @@
 #include "commpress/compress/identity.hpp"
 #include "commpress/compress/quantize.hpp"
 #include "commpress/compress/random_k.hpp"
+#include "commpress/compress/scaled.hpp"
 #include "commpress/compress/sign.hpp"
 #include "commpress/compress/top_k.hpp"
 #include "commpress/core/error.hpp"
@@ -96,9 +97,12 @@ struct collective_result {
 
 /// @brief The elements a chunk of the sharded path must be a multiple of, so that a codec's
 /// groups never straddle a chunk boundary: quantize block/column `group`, sign `block`, top_k
-/// `row_length`; 1 otherwise (a per-tensor scale becomes one scale per chunk).
+/// `row_length`, a block-scaled codec's block; 1 otherwise (a per-tensor scale becomes one
+/// scale per chunk).
 template <class Codec> constexpr std::uint64_t chunk_alignment(const Codec& c) noexcept {
-  if constexpr (std::same_as<Codec, quantize>) {
+  if constexpr (block_scaled_codec<Codec>) {
+    return c.block_length() == 0 ? 1 : c.block_length();
+  } else if constexpr (std::same_as<Codec, quantize>) {
     return c.granularity == scale_granularity::tensor || c.group == 0 ? 1 : c.group;
   } else if constexpr (std::same_as<Codec, sign>) {
     return c.granularity == sign_granularity::block && c.block != 0 ? c.block : 1;

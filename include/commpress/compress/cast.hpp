@@ -3,8 +3,9 @@
 #pragma once
 
 /// @file
-/// The cast codec: sends every element as fp16 or bf16, rounded to nearest even.
+/// The cast codec: sends every element as fp16 or bf16, rounded to nearest even, saturating.
 
+#include <array>
 #include <cstdint>
 
 #include "commpress/core/concepts.hpp"
@@ -33,13 +34,20 @@ struct cast {
     return {};
   }
 
-  /// The 16-bit wire code of one value.
+  /// The 16-bit wire code of one value: rounded to nearest even; a finite value beyond the
+  /// type's range saturates to its largest finite value (so no finite input decodes to an
+  /// infinity); NaN becomes 0x7FFF, infinities stay infinite.
   COMMPRESS_HOST_DEVICE std::uint16_t encode_value(float x) const {
-    return to == dtype::f16 ? to_half(x).bits : to_bfloat16(x).bits;
+    return static_cast<std::uint16_t>(detail::encode_as(to, x));
   }
   /// The value a wire code stands for.
   COMMPRESS_HOST_DEVICE float decode_value(std::uint16_t code) const {
     return to == dtype::f16 ? to_float(half{code}) : to_float(bfloat16{code});
+  }
+
+  /// The configurations the fuzzers and the reliability tests run (compress/codec_list.hpp).
+  static constexpr std::array<cast, 2> examples() {
+    return {cast{.to = dtype::bf16}, cast{.to = dtype::f16}};
   }
 
   friend constexpr bool operator==(cast, cast) = default;

@@ -5,6 +5,7 @@
 /// @file
 /// The identity codec: sends every element as a little-endian fp32, losslessly.
 
+#include <array>
 #include <cstdint>
 
 #include "commpress/core/concepts.hpp"
@@ -21,6 +22,9 @@ struct identity {
   [[nodiscard]] constexpr std::uint64_t body_bytes(std::uint64_t n) const noexcept { return 4 * n; }
   [[nodiscard]] constexpr codec_params params() const noexcept { return {}; }
   [[nodiscard]] constexpr status can_implement(std::uint64_t) const noexcept { return {}; }
+  /// The configurations the fuzzers and the reliability tests run (compress/codec_list.hpp).
+  static constexpr std::array<identity, 1> examples() { return {identity{}}; }
+
   friend constexpr bool operator==(identity, identity) = default;
 };
 

@@ -21,8 +21,11 @@
 ///   An all-zero or constant group, or one whose inv overflows (absmax or hi - lo below about
 ///   M * 2^-128), gets inv = 0: every element is sent as the zero level (symmetric) or lo
 ///   (asymmetric), so no NaN appears and the group decodes to exact zeros / exact lo.
-/// - a finite group whose range hi - lo overflows f32 (|x| near 2^127, asymmetric only)
-///   records step = 0 and decodes to lo; no finite input ever decodes to NaN.
+/// - no finite input decodes to a non-finite value: a scale (step) whose top level would
+///   overflow (absmax near the float maximum) is lowered to the next float toward zero until
+///   it does not; an asymmetric group whose range hi - lo overflows f32 (a "wide" group) is
+///   encoded on halves, lo / 2 and x / 2, and records its step negated, which tells the
+///   decoder to compute 2 (lo / 2 + code * |step|) (docs/wire-format.md, "quantize").
 /// - group statistics (absmax, min, max) do not depend on the order of reduction; lo and hi
 ///   are canonicalised (-0 becomes +0) so the record bytes do not depend on it either.
 /// - non-finite inputs: under nonfinite_policy::propagate a group holding a NaN or Inf gets a
@@ -30,6 +33,7 @@
 ///   and the host's overflow check (loss scaling) still sees the bad step. Under
 ///   zero_and_count such an element counts as 0.
 
+#include <array>
 #include <cstdint>
 
 #include "commpress/core/concepts.hpp"
@@ -75,10 +79,12 @@ struct quantize {
     float a;
     float b;
   };
-  /// Encoder constants of one group: y = (x - lo) * inv, with lo = 0 for symmetric.
+  /// Encoder constants of one group: y = (x * pre - lo) * inv, with lo = 0 for symmetric; pre
+  /// is 1, or 1/2 for a wide asymmetric group (whose x - lo could overflow).
   struct coder {
     float inv;
     float lo;
+    float pre = 1.0f;
   };
 
   /// Number of groups, hence of records, for n elements (an empty tensor has none).
@@ -150,6 +156,17 @@ struct quantize {
                                        : static_cast<float>((1u << b) - 1u);
   }
 
+  /// Whether an asymmetric group with finite statistics lo = s0, hi = s1 is wide: its range
+  /// hi - lo overflows f32 (lo < 0 < hi, both near the float maximum).
+  COMMPRESS_HOST_DEVICE static bool is_wide(quant_range r, float s0, float s1) {
+    return r == quant_range::asymmetric && detail::is_finite(s0) && detail::is_finite(s1) &&
+           !detail::is_finite(detail::sub_rn(s1, s0));
+  }
+  /// Whether a record is a wide group's (its step negative).
+  COMMPRESS_HOST_DEVICE static bool is_wide_record(quant_range r, record rec) {
+    return r == quant_range::asymmetric && rec.b < 0.0f;
+  }
+
   /// Encoder constants from a group's statistics: s0 = absmax (symmetric) or s0 = lo, s1 = hi.
   /// A NaN statistic (a poisoned group) gives inv = NaN, which sends every code as 0.
   COMMPRESS_HOST_DEVICE static coder make_coder(quant_range r, unsigned b, float s0, float s1) {
@@ -158,17 +175,40 @@ struct quantize {
       const float inv = detail::div_rn(levels(r, b), s0);
       return {inv == inf ? 0.0f : inv, 0.0f}; // absmax == 0 or tiny: send the zero level
     }
+    if (is_wide(r, s0, s1)) { // on halves: lo / 2 is exact, hi / 2 - lo / 2 cannot overflow
+      const float half_lo = detail::mul_rn(0.5f, s0);
+      return {detail::div_rn(levels(r, b), detail::sub_rn(detail::mul_rn(0.5f, s1), half_lo)),
+              half_lo, 0.5f};
+    }
     const float inv = detail::div_rn(levels(r, b), detail::sub_rn(s1, s0));
     return {inv == inf ? 0.0f : inv, detail::add_rn(s0, 0.0f)}; // constant group: send lo
   }
 
-  /// The wire record from a group's statistics (same arguments as make_coder).
+  /// The wire record from a group's statistics (same arguments as make_coder). The scale (or
+  /// step) is lowered to the next float toward zero while the group's top level would decode
+  /// to an infinity.
   COMMPRESS_HOST_DEVICE static record make_record(quant_range r, unsigned b, float s0, float s1) {
-    const float inf = detail::bits_to_float(0x7f800000u);
-    if (r == quant_range::symmetric)
-      return {detail::div_rn(s0, levels(r, b)), 0.0f};
-    const float step = detail::div_rn(detail::sub_rn(s1, s0), levels(r, b));
-    return {detail::add_rn(s0, 0.0f), step == inf ? 0.0f : step}; // -0 becomes +0
+    const float top = levels(r, b);
+    if (r == quant_range::symmetric) {
+      float scale = detail::div_rn(s0, top);
+      while (detail::is_finite(scale) && !detail::is_finite(detail::mul_rn(top, scale)))
+        scale = toward_zero(scale);
+      return {scale, 0.0f};
+    }
+    const float lo = detail::add_rn(s0, 0.0f); // -0 becomes +0
+    if (is_wide(r, s0, s1)) {
+      const float half_lo = detail::mul_rn(0.5f, lo);
+      float step = detail::div_rn(detail::sub_rn(detail::mul_rn(0.5f, s1), half_lo), top);
+      while (!detail::is_finite(
+          detail::mul_rn(2.0f, detail::add_rn(half_lo, detail::mul_rn(top, step)))))
+        step = toward_zero(step);
+      return {lo, -step}; // the negative step marks the wide group
+    }
+    float step = detail::div_rn(detail::sub_rn(s1, s0), top);
+    while (detail::is_finite(step) &&
+           !detail::is_finite(detail::add_rn(lo, detail::mul_rn(top, step))))
+      step = toward_zero(step);
+    return {lo, step};
   }
 
   /// Code of x rounded to nearest even; NaN (a poisoned group) gives code 0.
@@ -192,10 +232,14 @@ struct quantize {
       const int offset = (1 << (b - 1)) - 1;
       return detail::mul_rn(static_cast<float>(static_cast<int>(code) - offset), rec.a);
     }
+    if (rec.b < 0.0f) // a wide group: 2 (lo / 2 + code * |step|), which cannot overflow
+      return detail::mul_rn(2.0f, detail::add_rn(detail::mul_rn(0.5f, rec.a),
+                                                 detail::mul_rn(static_cast<float>(code), -rec.b)));
     return detail::add_rn(rec.a, detail::mul_rn(static_cast<float>(code), rec.b));
   }
 
-  /// decode_value for a finite record, on the host: the same roundings without the NaN
+  /// decode_value for a finite record that is not a wide group's, on the host: the same
+  /// roundings without the NaN
   /// canonicalisation, which such a record never needs ((code - offset) * a and a + code * b
   /// overflow at worst to an infinity, never to a NaN). Without the select a loop of it
   /// vectorizes to a multiply (and add) per value at any target flags; the multiply and add
@@ -210,12 +254,41 @@ struct quantize {
     return rec.a + static_cast<float>(code) * rec.b;
   }
 
+  /// The configurations the fuzzers and the reliability tests run (compress/codec_list.hpp):
+  /// every granularity, both ranges, both roundings, odd widths and groups.
+  static constexpr std::array<quantize, 6> examples() {
+    return {quantize{.bits = 4, .granularity = scale_granularity::block, .group = 8},
+            quantize{.bits = 8,
+                     .granularity = scale_granularity::tensor,
+                     .group = 0,
+                     .range = quant_range::asymmetric,
+                     .round = rounding::stochastic},
+            quantize{.bits = 3,
+                     .granularity = scale_granularity::column,
+                     .group = 4,
+                     .range = quant_range::asymmetric},
+            quantize{.bits = 1,
+                     .granularity = scale_granularity::block,
+                     .group = 16,
+                     .range = quant_range::asymmetric},
+            quantize{.bits = 2,
+                     .granularity = scale_granularity::block,
+                     .group = 3,
+                     .round = rounding::stochastic},
+            quantize{.bits = 5, .granularity = scale_granularity::column, .group = 2}};
+  }
+
   friend constexpr bool operator==(quantize, quantize) = default;
 
 private:
   COMMPRESS_HOST_DEVICE static float scaled(quant_range r, float x, coder k) {
-    return r == quant_range::symmetric ? detail::mul_rn(x, k.inv)
-                                       : detail::mul_rn(detail::sub_rn(x, k.lo), k.inv);
+    return r == quant_range::symmetric
+               ? detail::mul_rn(x, k.inv)
+               : detail::mul_rn(detail::sub_rn(detail::mul_rn(x, k.pre), k.lo), k.inv);
+  }
+  /// The next float toward zero of a positive finite x.
+  COMMPRESS_HOST_DEVICE static float toward_zero(float x) {
+    return x > 0.0f ? detail::bits_to_float(detail::float_to_bits(x) - 1u) : x;
   }
   /// Shifts a rounded level into [0, max code] and clamps it; the lower clamp is written so
   /// that NaN maps to 0.

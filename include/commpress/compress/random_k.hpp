@@ -33,6 +33,7 @@
 /// zero_and_count. The count encode returns covers the whole input, kept or not, so a bad
 /// step is seen even when no NaN is sampled.
 
+#include <array>
 #include <bit>
 #include <cstdint>
 
@@ -97,10 +98,17 @@ struct random_k {
     const std::uint64_t lo = size & 0xffffffffu;
     return start + bits * hi + ((bits * lo) >> 32);
   }
-  /// The decoded value of a wire code kept from a stratum of `size` elements.
+  /// The decoded value of a wire code kept from a stratum of `size` elements. The unbiased
+  /// estimate of a finite value near the float maximum can exceed it; it saturates there, so a
+  /// finite value never decodes to an infinity.
   COMMPRESS_HOST_DEVICE float decode_kept(std::uint32_t code, std::uint64_t size) const {
     const float v = decode_value(code);
-    return unbiased ? detail::mul_rn(v, static_cast<float>(size)) : v;
+    if (!unbiased)
+      return v;
+    const float scaled = detail::mul_rn(v, static_cast<float>(size));
+    if (detail::is_finite(v) && !detail::is_finite(scaled))
+      return detail::bits_to_float((detail::float_to_bits(scaled) & 0x80000000u) | 0x7f7fffffu);
+    return scaled;
   }
   /// The wire code of a kept value (its fp32, fp16 or bf16 bits).
   COMMPRESS_HOST_DEVICE std::uint32_t encode_value(float x) const {
@@ -109,6 +117,15 @@ struct random_k {
   /// The value a wire code stands for (before the unbiased scaling).
   COMMPRESS_HOST_DEVICE float decode_value(std::uint32_t code) const {
     return detail::decode_as(values, code);
+  }
+
+  /// The configurations the fuzzers and the reliability tests run (compress/codec_list.hpp);
+  /// the last keeps every element (one-element strata, so its payload does not depend on the
+  /// step).
+  static constexpr std::array<random_k, 3> examples() {
+    return {random_k{.count = 4},
+            random_k{.fraction = 0.5f, .unbiased = true, .values = dtype::bf16},
+            random_k{.fraction = 1.0f, .values = dtype::f16}};
   }
 
   friend constexpr bool operator==(random_k, random_k) = default;

@@ -27,6 +27,7 @@
 /// group decodes to NaN and the host's overflow check sees the bad step; under zero_and_count
 /// it counts as 0 (scale term 0, bit 0).
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 
@@ -118,11 +119,19 @@ struct sign {
   COMMPRESS_HOST_DEVICE static std::uint32_t encode_bit(float x) {
     return x < 0.0f ? 1u : 0u;
   }
-  /// The value a bit stands for in a group of scale s.
+  /// The value a bit stands for in a group of scale s; a NaN scale (a poisoned group) gives
+  /// the canonical NaN 0x7FC00000 for either bit, as every decoder writes it.
   COMMPRESS_HOST_DEVICE static float decode_value(std::uint32_t bit, float s) {
-    // A sign-bit flip rather than -s: a GPU may negate through an arithmetic instruction,
-    // which would turn a NaN scale into another NaN than the CPU's.
-    return detail::bits_to_float(detail::float_to_bits(s) ^ (bit != 0 ? 0x80000000u : 0u));
+    // A sign-bit flip rather than -s, then one canonicalisation: backends negate NaNs
+    // differently.
+    return detail::canonical_nan(
+        detail::bits_to_float(detail::float_to_bits(s) ^ (bit != 0 ? 0x80000000u : 0u)));
+  }
+
+  /// The configurations the fuzzers and the reliability tests run (compress/codec_list.hpp).
+  static constexpr std::array<sign, 2> examples() {
+    return {sign{},
+            sign{.granularity = sign_granularity::block, .block = 5, .scale = sign_scale::rms}};
   }
 
   friend constexpr bool operator==(sign, sign) = default;

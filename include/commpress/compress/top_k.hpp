@@ -33,6 +33,7 @@
 /// **Non-finite inputs.** propagate: NaN and Inf have the largest keys, so they are kept and
 /// decode as themselves (a NaN as value dtype's NaN). zero_and_count: they count as 0.
 
+#include <array>
 #include <bit>
 #include <cstdint>
 
@@ -130,6 +131,15 @@ struct top_k {
   /// The value a wire code stands for.
   COMMPRESS_HOST_DEVICE float decode_value(std::uint32_t code) const {
     return detail::decode_as(values, code);
+  }
+
+  /// The configurations the fuzzers and the reliability tests run (compress/codec_list.hpp):
+  /// an index list, per-row selection with f16 values, a bitmap with bf16 values, nothing
+  /// kept, and 2-byte indices in rows of 1000.
+  static constexpr std::array<top_k, 5> examples() {
+    return {top_k{.fraction = 0.25f}, top_k{.count = 3, .row_length = 8, .values = dtype::f16},
+            top_k{.fraction = 0.9f, .values = dtype::bf16}, top_k{.fraction = 0.0f},
+            top_k{.count = 2, .row_length = 1000}};
   }
 
   friend constexpr bool operator==(top_k, top_k) = default;

@@ -8,6 +8,7 @@
 /// Conversions round to nearest even and turn every NaN into the canonical 0x7fff, exactly as
 /// `__float2half_rn` and `__float2bfloat16_rn` do, so host and device agree bit for bit.
 
+#include <bit>
 #include <concepts>
 #include <cstdint>
 
@@ -125,12 +126,29 @@ inline constexpr dtype dtype_of_v = std::same_as<T, float>  ? dtype::f32
                                                             : dtype::bf16;
 
 namespace detail {
-/// The wire bits of x stored as dtype `d` (f32 bits, or the rounded f16 / bf16 bits).
+/// Largest finite fp16 value, 65504.
+inline constexpr float half_max = 65504.0f;
+/// Largest finite bfloat16 value, 0x7F7F: (2 - 2^-7) 2^127.
+inline constexpr float bfloat16_max = 3.38953139e38f;
+static_assert(std::bit_cast<std::uint32_t>(bfloat16_max) == 0x7f7f0000u);
+
+/// x with a finite value beyond `top` in magnitude moved onto +-top; NaN and infinities are
+/// kept. What a codec applies before narrowing a value to f16 or bf16, so that a finite input
+/// never becomes an infinity on the wire (a rounding that would overflow saturates instead).
+COMMPRESS_HOST_DEVICE inline float saturate_finite(float x, float top) {
+  if (!is_finite(x))
+    return x;
+  return x > top ? top : (x < -top ? -top : x);
+}
+
+/// The wire bits of x stored as dtype `d`: f32 bits, or the f16 / bf16 bits rounded to nearest
+/// even, a finite x beyond the type's range saturated to its largest finite value (NaN: 0x7fff;
+/// infinities stay infinite).
 COMMPRESS_HOST_DEVICE inline std::uint32_t encode_as(dtype d, float x) {
   if (d == dtype::f16)
-    return to_half(x).bits;
+    return to_half(saturate_finite(x, half_max)).bits;
   if (d == dtype::bf16)
-    return to_bfloat16(x).bits;
+    return to_bfloat16(saturate_finite(x, bfloat16_max)).bits;
   return float_to_bits(x);
 }
 /// The value that wire bits of dtype `d` stand for (inverse of encode_as).

@@ -422,8 +422,8 @@ private:
         all.s1 = s.s1 > all.s1 ? s.s1 : all.s1;
       }
     }
-    if (!all.finite)
-      return false;
+    if (!all.finite || quantize::is_wide(c.range, all.s0, all.s1))
+      return false; // seq's element-wise path encodes a NaN / Inf or a wide range
     const groups::config cfg(c, ctx.on_nonfinite, n);
     groups::store_record(cfg.range, body, 0,
                          quantize::make_record(cfg.range, cfg.bits, all.s0, all.s1));

@@ -43,6 +43,11 @@ COMMPRESS_FORCEINLINE simd::vh cast_codes(const float* x, simd::vu& nonfinite_la
   nonfinite_lanes = count_lanes(nonfinite_lanes, nf);
   if constexpr (Zero)
     u = clear(nf, u);
+  // A finite value beyond the code type's range saturates to its largest finite value, as
+  // encode_as does; NaN and infinities (the lanes nf) are left as they are.
+  const float top = Bf16 ? commpress::detail::bfloat16_max : commpress::detail::half_max;
+  const vf v = from_bits(u);
+  u = bits(select(nf, v, min(max(v, splat(-top)), splat(top))));
   vh code;
   if constexpr (Bf16) { // float_bits_to_bf16_bits' rounding
     const vu lsb = and_u32(srl<16>(u), splat_u32(1));
@@ -60,13 +65,12 @@ COMMPRESS_FORCEINLINE simd::vh cast_codes(const float* x, simd::vu& nonfinite_la
 /// The wire code of one screened element (the tails of the vector loops).
 template <bool Bf16, bool Zero>
 COMMPRESS_FORCEINLINE std::uint16_t cast_code(float v, std::size_t& bad) {
-  std::uint32_t u = commpress::detail::float_to_bits(v);
-  const bool nf = (u & 0x7fffffffu) >= 0x7f800000u;
+  const bool nf = !commpress::detail::is_finite(v);
   bad += nf ? 1u : 0u;
   if (Zero && nf)
-    u = 0;
-  return Bf16 ? commpress::detail::float_bits_to_bf16_bits(u)
-              : commpress::detail::float_bits_to_half_bits(u);
+    v = 0.0f;
+  return static_cast<std::uint16_t>(
+      commpress::detail::encode_as(Bf16 ? dtype::bf16 : dtype::f16, v));
 }
 
 /// Cast of n fp32 to bf16 (Bf16) or fp16 wire codes at `out` (cast_codes). Returns the number of

@@ -67,6 +67,39 @@ std::size_t parallel_sum([[maybe_unused]] const par_t& p, std::uint64_t n, std::
   return total;
 }
 
+/// Combines body(first, last) of every range (as parallel_sum cuts them) with `combine`, from
+/// `init`, on p's threads without allocating. The ranges are combined in an order that depends
+/// on the threads, so combine must be exactly associative and commutative (integer sums,
+/// maxima): then the result does not depend on the team either. body must not throw.
+template <class T, class Body, class Combine>
+T parallel_reduce([[maybe_unused]] const par_t& p, std::uint64_t n, std::uint64_t step, T init,
+                  Body&& body, Combine&& combine) {
+  const std::int64_t ranges = static_cast<std::int64_t>((n + step - 1) / step);
+  if (ranges <= 1)
+    return ranges == 0 ? init : combine(init, body(std::uint64_t{0}, n));
+  T total = init;
+#if defined(_OPENMP)
+  const int threads = p.threads == 0 ? omp_get_max_threads() : static_cast<int>(p.threads);
+#pragma omp parallel num_threads(threads)
+  {
+    T mine = init;
+#pragma omp for schedule(static) nowait
+    for (std::int64_t r = 0; r < ranges; ++r) {
+      const std::uint64_t first = static_cast<std::uint64_t>(r) * step;
+      mine = combine(mine, body(first, n - first < step ? n : first + step));
+    }
+#pragma omp critical(commpress_parallel_reduce)
+    total = combine(total, mine);
+  }
+#else
+  for (std::int64_t r = 0; r < ranges; ++r) {
+    const std::uint64_t first = static_cast<std::uint64_t>(r) * step;
+    total = combine(total, body(first, n - first < step ? n : first + step));
+  }
+#endif
+  return total;
+}
+
 /// parallel_sum for bodies that count nothing.
 template <class Body>
 void parallel_for(const par_t& p, std::uint64_t n, std::uint64_t step, Body&& body) {

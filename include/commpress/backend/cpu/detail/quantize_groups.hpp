@@ -422,7 +422,8 @@ inline error_kernel error_kernel_for(const config& c) {
 // --- drivers ------------------------------------------------------------------------------
 
 /// The statistics of group [begin, end) of an fp32 tensor of n elements, vectorized, as
-/// {s0, s1} (absmax, or lo and hi); false when the group holds a NaN or Inf.
+/// {s0, s1} (absmax, or lo and hi); false when the kernels do not serve the group: it holds a
+/// NaN or Inf, or it is a wide asymmetric group (quantize::is_wide), which is encoded on halves.
 inline bool group_statistics(quant_range r, const float* x, std::size_t n, std::size_t begin,
                              std::size_t end, float& s0, float& s1) {
   const prefetch_stream ahead{x + begin, x + n};
@@ -430,7 +431,7 @@ inline bool group_statistics(quant_range r, const float* x, std::size_t n, std::
     const value_range_result v = value_range(x + begin, end - begin, ahead);
     s0 = v.lo;
     s1 = v.hi;
-    return v.finite;
+    return v.finite && !quantize::is_wide(r, s0, s1);
   }
   const std::uint32_t key = max_magnitude_bits(x + begin, end - begin, ahead);
   s0 = bits_to_float(key);
@@ -585,7 +586,8 @@ void decode_each(const config& c, bool column, const unsigned char* body, std::s
 
 /// Elements [first, last) of an n-element body (first a multiple of 8) into out: out = value,
 /// or with Accumulate out += weight * value. fp32 groups that start on a multiple of 8 take the
-/// kernels; everything else decode_each: the same expressions, so the same bits.
+/// kernels, but for a wide asymmetric group's record; everything else decode_each: the same
+/// expressions, so the same bits.
 template <bool Accumulate, element T>
 void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out, float weight,
             std::size_t first, std::size_t last) {
@@ -593,6 +595,12 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
     return;
   const config c(q, nonfinite_policy::propagate, n);
   const bool column = q.granularity == scale_granularity::column;
+  const auto put = [&](std::size_t i, float v) {
+    if constexpr (Accumulate)
+      out[i] = commpress::detail::add_rn(out[i], commpress::detail::mul_rn(weight, v));
+    else
+      out[i] = from_float<T>(v);
+  };
   if constexpr (std::is_same_v<T, float>) {
     if (!column && (c.len % 8 == 0 || c.len == n)) {
       const decode_kernel kernel = decode_kernel_for<Accumulate>(c);
@@ -604,25 +612,33 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
       value_run runs[most];
       for (std::size_t begin = first; begin < last;) {
         std::size_t count = 0;
+        bool wide = false;
         for (; count < most && begin < last; ++count) {
           const std::size_t g = begin / c.len;
           const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
-          runs[count] = {begin, e, load_record(c.range, body, g)};
+          const quantize::record rec = load_record(c.range, body, g);
+          if (quantize::is_wide_record(c.range, rec)) {
+            wide = true;
+            break;
+          }
+          runs[count] = {begin, e, rec};
           begin = e;
         }
-        kernel(body + c.codes, c.bits, runs, count, out, last, weight, stream);
+        if (count != 0)
+          kernel(body + c.codes, c.bits, runs, count, out, last, weight, stream);
+        if (wide) { // that group element by element
+          const std::size_t e =
+              (begin / c.len + 1) * c.len < last ? (begin / c.len + 1) * c.len : last;
+          decode_each(c, false, body, begin, e, put);
+          begin = e;
+        }
       }
       if (stream)
         simd::store_fence();
       return;
     }
   }
-  decode_each(c, column, body, first, last, [&](std::size_t i, float v) {
-    if constexpr (Accumulate)
-      out[i] = commpress::detail::add_rn(out[i], commpress::detail::mul_rn(weight, v));
-    else
-      out[i] = from_float<T>(v);
-  });
+  decode_each(c, column, body, first, last, put);
 }
 
 /// x = decode(encode(x)) in place, without a payload. Returns the NaN/Inf count.

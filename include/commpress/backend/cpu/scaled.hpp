@@ -1,0 +1,340 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// The CPU implementation of every block-scaled codec of the kit (compress/scaled.hpp), under
+/// cpu::seq and cpu::par, from the codec's per-element and per-group members alone.
+///
+/// Encode forms the tensor scale (if the codec has one) from the largest finite magnitude of
+/// the whole tensor, then each group's scale, encoder and codes. A group holding a NaN or Inf
+/// is sent, under nonfinite_policy::propagate, as the codec's poisoned scale with all codes 0;
+/// under zero_and_count such an element counts as 0. Decode forms each group's decoder once.
+///
+/// cpu::par writes the same bytes: groups shorter than a range are encoded in ranges of whole
+/// groups (each range starting on a multiple of 8 elements, so its codes start on a byte);
+/// longer groups (a per-tensor scale) have their largest magnitude reduced over element ranges
+/// (a maximum, the same in any order) and their codes written over element ranges. The tensor
+/// scale's maximum is reduced the same way. Decode runs over element ranges.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "commpress/backend/cpu/detail/element_io.hpp"
+#include "commpress/backend/cpu/detail/parallel.hpp"
+#include "commpress/backend/cpu/policy.hpp"
+#include "commpress/compress/scaled.hpp"
+#include "commpress/core/context.hpp"
+#include "commpress/core/dtype.hpp"
+#include "commpress/core/math.hpp"
+
+namespace commpress {
+namespace cpu::detail::scaled_kit {
+
+using commpress::detail::bits_to_float;
+using commpress::detail::float_to_bits;
+
+/// What a group's codes and scale depend on: its largest finite magnitude, and how many of its
+/// elements are NaN or Inf.
+struct statistics {
+  std::uint32_t amax_bits = 0; ///< bits of the largest finite |x| (0 for none)
+  std::size_t nonfinite = 0;
+
+  [[nodiscard]] float amax() const { return bits_to_float(amax_bits); }
+  void merge(const statistics& o) {
+    amax_bits = std::max(amax_bits, o.amax_bits);
+    nonfinite += o.nonfinite;
+  }
+};
+
+/// Statistics of x[first, last). The magnitudes are compared as bit patterns (for non-negative
+/// floats their integer order), so the loop vectorizes and its result does not depend on the
+/// order of the elements.
+template <element T>
+statistics statistics_of(const T* COMMPRESS_RESTRICT x, std::uint64_t first, std::uint64_t last) {
+  std::uint32_t amax = 0;
+  std::size_t nonfinite = 0;
+  for (std::uint64_t i = first; i < last; ++i) {
+    const std::uint32_t a = float_to_bits(to_float(x[i])) & 0x7fffffffu;
+    const bool finite = a < 0x7f800000u;
+    amax = finite && a > amax ? a : amax;
+    nonfinite += finite ? 0u : 1u;
+  }
+  return {amax, nonfinite};
+}
+
+/// Writes codes of `bits` bits in order from a byte boundary, least significant bit first
+/// (format/bit_packing.hpp's stream); finish() writes a partial last byte, its high bits 0.
+template <unsigned Bits> struct code_writer {
+  unsigned char* out;
+  std::uint32_t pending = 0;
+  unsigned held = 0;
+
+  COMMPRESS_FORCEINLINE void put(std::uint32_t code) {
+    if constexpr (Bits == 8) {
+      *out++ = static_cast<unsigned char>(code);
+    } else {
+      pending |= code << held;
+      held += Bits;
+      if (held >= 8) {
+        *out++ = static_cast<unsigned char>(pending);
+        pending >>= 8;
+        held -= 8;
+      }
+    }
+  }
+  void finish() {
+    if (held > 0)
+      *out++ = static_cast<unsigned char>(pending);
+    held = 0;
+    pending = 0;
+  }
+};
+
+/// Reads the codes of elements first, first + 1, ... of a stream of `Bits`-bit codes.
+template <unsigned Bits> struct code_reader {
+  const unsigned char* in;
+  unsigned offset; ///< bit offset of the next code in *in
+
+  code_reader(const unsigned char* codes, std::uint64_t first)
+      : in(codes + first * Bits / 8), offset(static_cast<unsigned>(first * Bits % 8)) {}
+
+  COMMPRESS_FORCEINLINE std::uint32_t next() {
+    if constexpr (Bits == 8) {
+      return *in++;
+    } else {
+      std::uint32_t v = in[0];
+      if (offset + Bits > 8)
+        v |= static_cast<std::uint32_t>(in[1]) << 8;
+      const std::uint32_t code = (v >> offset) & ((1u << Bits) - 1u);
+      offset += Bits;
+      in += offset / 8;
+      offset %= 8;
+      return code;
+    }
+  }
+};
+
+/// Where a codec's scales and codes sit in the body of n elements (Byte: const for reading).
+template <class C, class Byte = unsigned char> struct layout {
+  std::uint64_t n;
+  std::uint64_t length; ///< elements per group
+  Byte* body;
+
+  layout(const C& c, std::uint64_t elements, Byte* b)
+      : n(elements), length(scaled::group_length(c, elements)), body(b) {}
+
+  [[nodiscard]] Byte* codes(const C& c) const { return body + scaled::codes_offset(c, n); }
+  void store_scale(std::uint64_t g, typename C::scale s) const {
+    store_word(body + scaled::scale_offset<C>(g), s);
+  }
+  [[nodiscard]] typename C::scale load_scale(std::uint64_t g) const {
+    return load_word<typename C::scale>(body + scaled::scale_offset<C>(g));
+  }
+  void store_tensor_scale(typename C::tensor_scale t) const {
+    if constexpr (scaled::has_tensor_scale<C>)
+      store_word(body, t);
+  }
+  [[nodiscard]] typename C::tensor_scale load_tensor_scale() const {
+    if constexpr (scaled::has_tensor_scale<C>) {
+      return load_word<typename C::tensor_scale>(body);
+    } else {
+      return {};
+    }
+  }
+};
+
+/// The codes of x[first, last), one group with encoder k (a poisoned group: all 0), into the
+/// writer; zero_and_count's non-finite elements count as 0.
+template <class C, element T>
+COMMPRESS_FORCEINLINE void put_codes(const C& c, const T* COMMPRESS_RESTRICT x, std::uint64_t first,
+                                     std::uint64_t last, bool poisoned, typename C::encoder k,
+                                     code_writer<C::code_bits>& w) {
+  if (poisoned) {
+    for (std::uint64_t i = first; i < last; ++i)
+      w.put(0);
+    return;
+  }
+  for (std::uint64_t i = first; i < last; ++i) {
+    const float v = to_float(x[i]);
+    w.put(c.encode_value(commpress::detail::is_finite(v) ? v : 0.0f, k));
+  }
+}
+
+/// Encodes groups [g0, g1) (g0 * length a multiple of 8, so its codes start on a byte) with
+/// tensor scale t; returns their NaN/Inf count.
+template <class C, element T>
+std::size_t encode_groups(const C& c, nonfinite_policy policy, const T* x, const layout<C>& l,
+                          typename C::tensor_scale t, std::uint64_t g0, std::uint64_t g1) {
+  code_writer<C::code_bits> w{l.codes(c) + g0 * l.length * C::code_bits / 8};
+  std::size_t bad = 0;
+  for (std::uint64_t g = g0; g < g1; ++g) {
+    const std::uint64_t first = g * l.length;
+    const std::uint64_t last = std::min(l.n, first + l.length);
+    const statistics st = statistics_of(x, first, last);
+    bad += st.nonfinite;
+    const bool poisoned = st.nonfinite != 0 && policy == nonfinite_policy::propagate;
+    const typename C::scale s = poisoned ? C::poisoned_scale : c.make_scale(st.amax(), t);
+    l.store_scale(g, s);
+    put_codes(c, x, first, last, poisoned, poisoned ? typename C::encoder{} : c.make_encoder(s, t),
+              w);
+  }
+  w.finish();
+  return bad;
+}
+
+/// Elements [first, last) of the decoded body (first a multiple of 8): out = value, or
+/// out += weight * value when Accumulate.
+template <bool Accumulate, class C, class T>
+void decode_range(const C& c, const layout<C, const unsigned char>& l, std::uint64_t first,
+                  std::uint64_t last, T* out, float weight) {
+  if (first == last) // an empty tensor's body is empty: no tensor scale to read
+    return;
+  const typename C::tensor_scale t = l.load_tensor_scale();
+  code_reader<C::code_bits> r(l.codes(c), first);
+  for (std::uint64_t s = first; s < last;) {
+    const std::uint64_t g = s / l.length;
+    const std::uint64_t e = std::min(last, (g + 1) * l.length);
+    const typename C::decoder d = c.make_decoder(l.load_scale(g), t);
+    for (std::uint64_t i = s; i < e; ++i) {
+      const float v = c.decode_value(r.next(), d);
+      if constexpr (Accumulate) {
+        out[i] = commpress::detail::add_rn(out[i], commpress::detail::mul_rn(weight, v));
+      } else {
+        out[i] = from_float<T>(v);
+      }
+    }
+    s = e;
+  }
+}
+
+} // namespace cpu::detail::scaled_kit
+
+namespace detail {
+
+template <block_scaled_codec C> struct codec_impl<C, cpu::seq_t> {
+  static std::uint64_t workspace_bytes(const C&, std::uint64_t) { return 0; }
+
+  template <element T>
+  static std::size_t encode_body(const cpu::seq_t&, const C& c, const context& ctx,
+                                 std::span<const T> in, unsigned char* body, std::span<std::byte>) {
+    namespace kit = cpu::detail::scaled_kit;
+    const kit::layout<C> l(c, in.size(), body);
+    typename C::tensor_scale t{};
+    if constexpr (scaled::has_tensor_scale<C>) {
+      if (in.empty())
+        return 0;
+      t = c.make_tensor_scale(kit::statistics_of(in.data(), 0, in.size()).amax());
+      l.store_tensor_scale(t);
+    }
+    return kit::encode_groups(c, ctx.on_nonfinite, in.data(), l, t, 0, scaled::n_groups(c, l.n));
+  }
+
+  template <element T>
+  static void decode_body(const cpu::seq_t&, const C& c, const payload_header&,
+                          const unsigned char* body, std::span<T> out) {
+    const cpu::detail::scaled_kit::layout<C, const unsigned char> l(c, out.size(), body);
+    cpu::detail::scaled_kit::decode_range<false>(c, l, 0, out.size(), out.data(), 1.0f);
+  }
+
+  static void accumulate_body(const cpu::seq_t&, const C& c, const payload_header&,
+                              const unsigned char* body, std::span<float> acc, float weight) {
+    const cpu::detail::scaled_kit::layout<C, const unsigned char> l(c, acc.size(), body);
+    cpu::detail::scaled_kit::decode_range<true>(c, l, 0, acc.size(), acc.data(), weight);
+  }
+};
+
+template <block_scaled_codec C> struct codec_impl<C, cpu::par_t> {
+  using seq = codec_impl<C, cpu::seq_t>;
+
+  static std::uint64_t workspace_bytes(const C&, std::uint64_t) { return 0; }
+
+  template <element T>
+  static std::size_t encode_body(const cpu::par_t& p, const C& c, const context& ctx,
+                                 std::span<const T> in, unsigned char* body,
+                                 std::span<std::byte> ws) {
+    namespace kit = cpu::detail::scaled_kit;
+    const std::uint64_t n = in.size();
+    if (!cpu::detail::splits(p, n))
+      return seq::encode_body(cpu::seq, c, ctx, in, body, ws);
+    const kit::layout<C> l(c, n, body);
+    const T* x = in.data();
+    typename C::tensor_scale t{};
+    if constexpr (scaled::has_tensor_scale<C>) {
+      t = c.make_tensor_scale(statistics(p, x, 0, n).amax());
+      l.store_tensor_scale(t);
+    }
+    const std::uint64_t step = cpu::detail::range_elements(p);
+    if (l.length < step)
+      return cpu::detail::parallel_sum(
+          p, scaled::n_groups(c, n), cpu::detail::group_step(p, l.length),
+          [&](std::uint64_t g0, std::uint64_t g1) {
+            return kit::encode_groups(c, ctx.on_nonfinite, x, l, t, g0, g1);
+          });
+    // Long groups: each group's statistics, then its codes, over element ranges.
+    std::size_t bad = 0;
+    for (std::uint64_t g = 0; g < scaled::n_groups(c, n); ++g) {
+      const std::uint64_t first = g * l.length;
+      const std::uint64_t last = std::min(n, first + l.length);
+      const kit::statistics st = statistics(p, x, first, last);
+      bad += st.nonfinite;
+      const bool poisoned = st.nonfinite != 0 && ctx.on_nonfinite == nonfinite_policy::propagate;
+      const typename C::scale s = poisoned ? C::poisoned_scale : c.make_scale(st.amax(), t);
+      l.store_scale(g, s);
+      const typename C::encoder k = poisoned ? typename C::encoder{} : c.make_encoder(s, t);
+      cpu::detail::parallel_for(p, last - first, step, [&](std::uint64_t a, std::uint64_t b) {
+        kit::code_writer<C::code_bits> w{l.codes(c) + (first + a) * C::code_bits / 8};
+        kit::put_codes(c, x, first + a, first + b, poisoned, k, w);
+        w.finish();
+      });
+    }
+    return bad;
+  }
+
+  template <element T>
+  static void decode_body(const cpu::par_t& p, const C& c, const payload_header& h,
+                          const unsigned char* body, std::span<T> out) {
+    if (!cpu::detail::splits(p, out.size()))
+      return seq::decode_body(cpu::seq, c, h, body, out);
+    const cpu::detail::scaled_kit::layout<C, const unsigned char> l(c, out.size(), body);
+    cpu::detail::parallel_for(p, out.size(), cpu::detail::range_elements(p),
+                              [&](std::uint64_t first, std::uint64_t last) {
+                                cpu::detail::scaled_kit::decode_range<false>(c, l, first, last,
+                                                                             out.data(), 1.0f);
+                              });
+  }
+
+  static void accumulate_body(const cpu::par_t& p, const C& c, const payload_header& h,
+                              const unsigned char* body, std::span<float> acc, float weight) {
+    if (!cpu::detail::splits(p, acc.size()))
+      return seq::accumulate_body(cpu::seq, c, h, body, acc, weight);
+    const cpu::detail::scaled_kit::layout<C, const unsigned char> l(c, acc.size(), body);
+    cpu::detail::parallel_for(p, acc.size(), cpu::detail::range_elements(p),
+                              [&](std::uint64_t first, std::uint64_t last) {
+                                cpu::detail::scaled_kit::decode_range<true>(c, l, first, last,
+                                                                            acc.data(), weight);
+                              });
+  }
+
+private:
+  /// Statistics of x[first, last), reduced over element ranges.
+  template <element T>
+  static cpu::detail::scaled_kit::statistics statistics(const cpu::par_t& p, const T* x,
+                                                        std::uint64_t first, std::uint64_t last) {
+    namespace kit = cpu::detail::scaled_kit;
+    return cpu::detail::parallel_reduce(
+        p, last - first, cpu::detail::range_elements(p), kit::statistics{},
+        [&](std::uint64_t a, std::uint64_t b) {
+          return kit::statistics_of(x, first + a, first + b);
+        },
+        [](kit::statistics s, const kit::statistics& o) {
+          s.merge(o);
+          return s;
+        });
+  }
+};
+
+} // namespace detail
+} // namespace commpress

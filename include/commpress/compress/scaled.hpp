@@ -1,0 +1,99 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// The codec kit for block-scaled element-wise codecs: the contract a codec states, and the
+/// body layout that follows from it (docs/wire-format.md, "Block-scaled codecs").
+///
+/// A block-scaled codec cuts a tensor into groups of `block_length()` consecutive elements (the
+/// last group may be shorter; 0 makes the whole tensor one group) and sends each element as a code
+/// of `code_bits` bits computed from the element and its group's scale alone; a codec may also have
+/// one scale for the whole tensor, from which the group scales are formed (two-level scaling, as
+/// NVFP4's). It states only its math, as `COMMPRESS_HOST_DEVICE` members:
+/// - `make_tensor_scale(amax)`: the tensor scale from the tensor's largest finite magnitude;
+/// - `make_scale(amax, t)`: a group's scale from its largest magnitude and the tensor scale;
+///   `poisoned_scale`: the scale of a group that holds a NaN or Inf under
+///   nonfinite_policy::propagate (its codes are all 0 and it must decode to NaN);
+/// - `make_encoder(s, t)` / `make_decoder(s, t)`: a group's per-element constants, once per
+///   group;
+/// - `encode_value(x, encoder)` -> code, `decode_value(code, decoder)` -> value.
+/// Every backend implements encode, decode, decode_accumulate and roundtrip for such a codec
+/// from these (backend/cpu/scaled.hpp for cpu::seq and cpu::par), so the bytes cannot depend on
+/// the backend.
+///
+/// Body: [tensor scale][the scale of group 0, 1, ...][the codes of elements 0 .. n - 1, packed
+/// as format/bit_packing.hpp describes]. Scales are little-endian words of their type (f32 or
+/// one byte); an empty tensor has an empty body.
+
+#include <concepts>
+#include <cstdint>
+
+#include "commpress/core/concepts.hpp"
+#include "commpress/core/math.hpp"
+#include "commpress/format/bit_packing.hpp"
+
+namespace commpress {
+
+/// @brief The tensor scale of a block-scaled codec that has none; it takes no bytes.
+struct no_tensor_scale {
+  friend constexpr bool operator==(no_tensor_scale, no_tensor_scale) = default;
+};
+
+/// @brief A codec that the kit implements on every backend (this file's comment).
+template <class C>
+concept block_scaled_codec =
+    codec<C> &&(C::code_bits >= 1 && C::code_bits <= 8) &&
+    (std::same_as<typename C::scale, float> || std::same_as<typename C::scale, std::uint8_t>)&&(
+        std::same_as<typename C::tensor_scale, float> ||
+        std::same_as<typename C::tensor_scale,
+                     no_tensor_scale>)&&requires(const C& c, float x, std::uint32_t code,
+                                                 typename C::scale s, typename C::tensor_scale t,
+                                                 typename C::encoder k, typename C::decoder d) {
+  { c.block_length() } -> std::same_as<std::uint64_t>;
+  { c.make_tensor_scale(x) } -> std::same_as<typename C::tensor_scale>;
+  { c.make_scale(x, t) } -> std::same_as<typename C::scale>;
+  { C::poisoned_scale } -> std::convertible_to<typename C::scale>;
+  { c.make_encoder(s, t) } -> std::same_as<typename C::encoder>;
+  { c.make_decoder(s, t) } -> std::same_as<typename C::decoder>;
+  { c.encode_value(x, k) } -> std::same_as<std::uint32_t>;
+  { c.decode_value(code, d) } -> std::same_as<float>;
+};
+
+namespace scaled {
+
+/// Bytes of codec C's tensor scale (0 when it has none).
+template <class C>
+inline constexpr std::uint64_t tensor_scale_bytes =
+    std::same_as<typename C::tensor_scale, no_tensor_scale> ? 0 : sizeof(typename C::tensor_scale);
+
+/// Whether C has a tensor scale, which needs the whole tensor's statistics before any group.
+template <class C> inline constexpr bool has_tensor_scale = tensor_scale_bytes<C> != 0;
+
+/// Elements per group of a tensor of n elements.
+template <class C> constexpr std::uint64_t group_length(const C& c, std::uint64_t n) {
+  return c.block_length() == 0 ? n : c.block_length();
+}
+
+/// Groups of n elements (an empty tensor has none).
+template <class C> constexpr std::uint64_t n_groups(const C& c, std::uint64_t n) {
+  return n == 0 ? 0 : detail::ceil_div(n, group_length(c, n));
+}
+
+/// Byte offset of group g's scale in the body.
+template <class C> constexpr std::uint64_t scale_offset(std::uint64_t g) {
+  return tensor_scale_bytes<C> + g * sizeof(typename C::scale);
+}
+
+/// Byte offset of the codes in the body of n elements.
+template <class C> constexpr std::uint64_t codes_offset(const C& c, std::uint64_t n) {
+  return scale_offset<C>(n_groups(c, n));
+}
+
+/// The body's bytes for n elements: a block-scaled codec's body_bytes.
+template <class C> constexpr std::uint64_t body_bytes(const C& c, std::uint64_t n) {
+  return n == 0 ? 0 : codes_offset(c, n) + detail::packed_bytes(n, C::code_bits);
+}
+
+} // namespace scaled
+} // namespace commpress
