@@ -32,21 +32,60 @@ concept host_policy = Policy::host_memory;
 
 namespace detail {
 
-template <class Codec, class Policy>
-concept has_custom_roundtrip = requires(const Policy& p, const Codec& c, const context& ctx,
-                                        std::span<float> x, std::span<std::byte> ws) {
-  { codec_impl<Codec, Policy>::roundtrip(p, c, ctx, x, ws) } -> std::same_as<std::size_t>;
+/// One element type's half of host_codec_impl.
+template <class Impl, class C, class Policy, class T>
+concept host_codec_impl_for = requires(const Policy& p, const C& c, const context& ctx,
+                                       std::span<const T> in, unsigned char* body,
+                                       std::span<std::byte> ws, const payload_header& h,
+                                       const unsigned char* encoded, std::span<T> out,
+                                       format::body_checksum& sum) {
+  { Impl::encode_body(p, c, ctx, in, body, ws) } -> std::same_as<std::size_t>;
+  { Impl::decode_body(p, c, h, encoded, out) } -> std::same_as<void>;
+  requires !Impl::hashes_body || requires {
+    { Impl::encode_body(p, c, ctx, in, body, ws, sum) } -> std::same_as<std::size_t>;
+  };
 };
 
-/// Codecs that hash their body while they write it (format/body_checksum.hpp): encode_body
-/// takes the checksum, and ordered_body_from says where the in-order part of the body starts.
-template <class Impl, class Policy, class Codec, class T>
-concept hashes_body = requires(const Policy& p, const Codec& c, const context& ctx,
-                               std::span<const T> in, unsigned char* body, std::span<std::byte> ws,
-                               format::body_checksum& sum) {
-  { Impl::ordered_body_from(c, std::uint64_t{}) } -> std::same_as<std::size_t>;
-  { Impl::encode_body(p, c, ctx, in, body, ws, sum) } -> std::same_as<std::size_t>;
+/// @brief The contract of a host backend's codec implementation, codec_impl<C, Policy> (the
+/// CPU backends' specialisations, and the kit's for block-scaled codecs):
+/// - `workspace_bytes(c, n)`: its own scratch for n elements;
+/// - `encode_body(policy, c, ctx, in, body, ws)` -> the NaN/Inf count, writing the body at
+///   `body`, for every element type; `decode_body(policy, c, header, body, out)` for every
+///   element type; `accumulate_body(policy, c, header, body, acc, weight)`;
+/// - `hashes_body`: true when encode_body also has an overload taking the payload's
+///   format::body_checksum, which it feeds while the body is in cache, and `ordered_body_from(c,
+///   n)` says where the in-order part of the body starts;
+/// - `custom_roundtrip`: true when it has `roundtrip(policy, c, ctx, x, ws)` -> the NaN/Inf
+///   count; otherwise roundtrip encodes into the workspace and decodes.
+/// Every implementation declares both flags, so a misspelt optional member does not silently
+/// select another path: it fails this concept, which the entry points below assert.
+template <class Impl, class C, class Policy>
+concept host_codec_impl = requires(const Policy& p, const C& c, std::uint64_t n, const context& ctx,
+                                   std::span<float> x, std::span<std::byte> ws,
+                                   const payload_header& h, const unsigned char* encoded,
+                                   float weight) {
+  { Impl::hashes_body } -> std::convertible_to<bool>;
+  { Impl::custom_roundtrip } -> std::convertible_to<bool>;
+  { Impl::workspace_bytes(c, n) } -> std::same_as<std::uint64_t>;
+  { Impl::accumulate_body(p, c, h, encoded, x, weight) } -> std::same_as<void>;
+  requires !Impl::hashes_body || requires {
+    { Impl::ordered_body_from(c, n) } -> std::same_as<std::size_t>;
+  };
+  requires !Impl::custom_roundtrip || requires {
+    { Impl::roundtrip(p, c, ctx, x, ws) } -> std::same_as<std::size_t>;
+  };
+}
+&&host_codec_impl_for<Impl, C, Policy, float>&& host_codec_impl_for<Impl, C, Policy, half>&&
+    host_codec_impl_for<Impl, C, Policy, bfloat16>;
+
+/// codec_impl<C, Policy>, checked against the host backend contract.
+template <class C, class Policy> struct host_impl {
+  using type = codec_impl<C, Policy>;
+  static_assert(host_codec_impl<type, C, Policy>,
+                "commpress: codec_impl<Codec, Policy> does not meet the host backend contract "
+                "(detail::host_codec_impl in codec_ops.hpp)");
 };
+template <class C, class Policy> using host_impl_t = typename host_impl<C, Policy>::type;
 
 /// Refuses an output span too small for a payload with a body of `body` bytes.
 inline void check_payload_room(std::span<const std::byte> out, std::uint64_t body) {
@@ -73,9 +112,9 @@ template <codec C> void check_can_implement(const C& c, std::uint64_t n) {
 /// @brief Scratch bytes `encode` and `roundtrip` need for n elements (often 0).
 template <host_policy Policy, codec C>
 std::uint64_t workspace_bytes(const Policy&, const C& c, std::uint64_t n) {
-  using impl = detail::codec_impl<C, Policy>;
+  using impl = detail::host_impl_t<C, Policy>;
   const std::uint64_t own = impl::workspace_bytes(c, n);
-  if constexpr (detail::has_custom_roundtrip<C, Policy>) {
+  if constexpr (impl::custom_roundtrip) {
     return own;
   } else {
     return own + c.body_bytes(n); // the generic roundtrip encodes into the workspace
@@ -91,7 +130,7 @@ std::uint64_t workspace_bytes(const Policy&, const C& c, std::uint64_t n) {
 template <host_policy Policy, codec C, element T>
 encode_result encode(const Policy& policy, const C& c, const context& ctx, std::span<const T> in,
                      std::span<std::byte> out, std::span<std::byte> workspace = {}) {
-  using impl = detail::codec_impl<C, Policy>;
+  using impl = detail::host_impl_t<C, Policy>;
   const std::uint64_t n = in.size();
   detail::check_can_implement(c, n);
   const std::uint64_t body = c.body_bytes(n);
@@ -106,7 +145,7 @@ encode_result encode(const Policy& policy, const C& c, const context& ctx, std::
   auto* body_ptr = reinterpret_cast<unsigned char*>(out.data() + format::header_bytes);
   format::write_header(format::header_of(c, ctx, dtype_of_v<T>, n), out.data());
   std::size_t nonfinite = 0;
-  if constexpr (detail::hashes_body<impl, Policy, C, T>) {
+  if constexpr (impl::hashes_body) {
     format::body_checksum sum(out.data() + format::header_bytes, body,
                               impl::ordered_body_from(c, n));
     nonfinite = impl::encode_body(policy, c, ctx, in, body_ptr, workspace, sum);
@@ -128,7 +167,7 @@ payload_header decode(const Policy& policy, const C& c, std::span<const std::byt
   detail::check_can_implement(c, n);
   const payload_header h = format::validate(payload, C::id, c.params(), n, c.body_bytes(n));
   const auto* body = reinterpret_cast<const unsigned char*>(payload.data() + format::header_bytes);
-  detail::codec_impl<C, Policy>::decode_body(policy, c, h, body, out);
+  detail::host_impl_t<C, Policy>::decode_body(policy, c, h, body, out);
   return h;
 }
 
@@ -143,7 +182,7 @@ payload_header decode_accumulate(const Policy& policy, const C& c,
   detail::check_can_implement(c, n);
   const payload_header h = format::validate(payload, C::id, c.params(), n, c.body_bytes(n));
   const auto* body = reinterpret_cast<const unsigned char*>(payload.data() + format::header_bytes);
-  detail::codec_impl<C, Policy>::accumulate_body(policy, c, h, body, acc, weight);
+  detail::host_impl_t<C, Policy>::accumulate_body(policy, c, h, body, acc, weight);
   return h;
 }
 
@@ -153,7 +192,7 @@ payload_header decode_accumulate(const Policy& policy, const C& c,
 template <host_policy Policy, codec C>
 encode_result roundtrip(const Policy& policy, const C& c, const context& ctx, std::span<float> x,
                         std::span<std::byte> workspace) {
-  using impl = detail::codec_impl<C, Policy>;
+  using impl = detail::host_impl_t<C, Policy>;
   const std::uint64_t n = x.size();
   detail::check_can_implement(c, n);
   COMMPRESS_EXPECTS(workspace.size() >= workspace_bytes(policy, c, n), errc::buffer_too_small,
@@ -163,7 +202,7 @@ encode_result roundtrip(const Policy& policy, const C& c, const context& ctx, st
     COMMPRESS_EXPECTS(bad == 0, errc::non_finite, "roundtrip",
                       std::to_string(bad) + " NaN/Inf input elements");
   }
-  if constexpr (detail::has_custom_roundtrip<C, Policy>) {
+  if constexpr (impl::custom_roundtrip) {
     return {0, impl::roundtrip(policy, c, ctx, x, workspace)};
   } else {
     const std::uint64_t own = impl::workspace_bytes(c, n);

@@ -240,7 +240,7 @@ TEST_SUITE("feedback") {
           std::vector<unsigned char> out(m / 8 * B);
           const std::vector<float> h0 = h;
           std::vector<float> e_ref = e;
-          const cp::quantize::coder coder{inv, 0.0f};
+          const cp::quantize::coder coder{inv, 0.0f, 1.0f};
           const cp::quantize::record rec{scale, 0.0f};
           const auto encode_error = [&]<bool Replace, bool CheckFresh>() {
             return cp::cpu::detail::encode_error_codes<B, Stochastic, Replace, CheckFresh>(

@@ -80,11 +80,13 @@ struct quantize {
     float b;
   };
   /// Encoder constants of one group: y = (x * pre - lo) * inv, with lo = 0 for symmetric; pre
-  /// is 1, or 1/2 for a wide asymmetric group (whose x - lo could overflow).
+  /// is 1, or 1/2 for a wide asymmetric group (whose x - lo could overflow). No member has a
+  /// default: the encoders keep arrays of coders on the stack, which must cost nothing to
+  /// declare.
   struct coder {
     float inv;
     float lo;
-    float pre = 1.0f;
+    float pre;
   };
 
   /// Number of groups, hence of records, for n elements (an empty tensor has none).
@@ -173,7 +175,7 @@ struct quantize {
     const float inf = detail::bits_to_float(0x7f800000u);
     if (r == quant_range::symmetric) {
       const float inv = detail::div_rn(levels(r, b), s0);
-      return {inv == inf ? 0.0f : inv, 0.0f}; // absmax == 0 or tiny: send the zero level
+      return {inv == inf ? 0.0f : inv, 0.0f, 1.0f}; // absmax == 0 or tiny: send the zero level
     }
     if (is_wide(r, s0, s1)) { // on halves: lo / 2 is exact, hi / 2 - lo / 2 cannot overflow
       const float half_lo = detail::mul_rn(0.5f, s0);
@@ -181,7 +183,7 @@ struct quantize {
               half_lo, 0.5f};
     }
     const float inv = detail::div_rn(levels(r, b), detail::sub_rn(s1, s0));
-    return {inv == inf ? 0.0f : inv, detail::add_rn(s0, 0.0f)}; // constant group: send lo
+    return {inv == inf ? 0.0f : inv, detail::add_rn(s0, 0.0f), 1.0f}; // constant group: send lo
   }
 
   /// The wire record from a group's statistics (same arguments as make_coder). The scale (or

@@ -6,8 +6,8 @@
 /// CRC32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum of every payload.
 ///
 /// On x86-64 the implementation is chosen at run time, so no compiler flag is needed: buffers of
-/// 256 bytes and more are folded with VPCLMULQDQ where the CPU has it with AVX-512 (several times
-/// faster from L2 than three interleaved `crc32` chains: bench/README.md, "Payload checksum"), and
+/// 256 bytes and more are folded with VPCLMULQDQ where the CPU has it with AVX-512 (faster from
+/// L2 than three interleaved `crc32` chains: bench/README.md, "Payload checksum"), and
 /// the `crc32` instruction of SSE4.2 hashes the rest. AArch64 uses the CRC extension when the
 /// compiler targets it; slicing-by-8 tables serve everything else. All give the same value
 /// (tests/format/crc32c_test.cpp checks the RFC 3720 vectors and compares every path).

@@ -51,8 +51,23 @@ inline constexpr std::uint8_t version = 1;
 inline constexpr std::array<unsigned char, 4> magic = {'C', 'P', 'R', 'S'};
 /// The body is checksummed in chunks of this many bytes so that a GPU can hash them in parallel.
 inline constexpr std::size_t checksum_chunk_bytes = 65536;
-/// Offsets of the header fields.
-inline constexpr std::size_t crc_offset = 60;
+/// Byte offsets of the header fields (docs/wire-format.md, "Header"): the host writer and
+/// reader here and the device validator (backend/cuda/codec_ops.cuh) use these names.
+namespace field {
+inline constexpr std::size_t magic = 0;       ///< 4 bytes, "CPRS"
+inline constexpr std::size_t version = 4;     ///< 1 byte
+inline constexpr std::size_t codec = 5;       ///< 1 byte, codec_id
+inline constexpr std::size_t element = 6;     ///< 1 byte, dtype
+inline constexpr std::size_t flags = 7;       ///< 1 byte, reserved: 0
+inline constexpr std::size_t count = 8;       ///< u64
+inline constexpr std::size_t body_bytes = 16; ///< u64
+inline constexpr std::size_t seed = 24;       ///< u64
+inline constexpr std::size_t step = 32;       ///< u64
+inline constexpr std::size_t tensor_id = 40;  ///< u32
+inline constexpr std::size_t params = 44;     ///< 16 bytes
+inline constexpr std::size_t crc = 60;        ///< u32
+} // namespace field
+inline constexpr std::size_t crc_offset = field::crc;
 
 namespace detail {
 template <class U> inline void store_le(unsigned char* p, U v) {
@@ -71,34 +86,34 @@ template <class U> inline U load_le(const unsigned char* p) {
 inline void write_header(const payload_header& h, std::byte* out) {
   auto* p = reinterpret_cast<unsigned char*>(out);
   for (std::size_t i = 0; i < 4; ++i)
-    p[i] = magic[i];
-  p[4] = version;
-  p[5] = static_cast<unsigned char>(h.codec);
-  p[6] = static_cast<unsigned char>(h.element);
-  p[7] = 0; // flags: reserved, must be zero
-  detail::store_le<std::uint64_t>(p + 8, h.count);
-  detail::store_le<std::uint64_t>(p + 16, h.body_bytes);
-  detail::store_le<std::uint64_t>(p + 24, h.seed);
-  detail::store_le<std::uint64_t>(p + 32, h.step);
-  detail::store_le<std::uint32_t>(p + 40, h.tensor_id);
+    p[field::magic + i] = magic[i];
+  p[field::version] = version;
+  p[field::codec] = static_cast<unsigned char>(h.codec);
+  p[field::element] = static_cast<unsigned char>(h.element);
+  p[field::flags] = 0; // reserved, must be zero
+  detail::store_le<std::uint64_t>(p + field::count, h.count);
+  detail::store_le<std::uint64_t>(p + field::body_bytes, h.body_bytes);
+  detail::store_le<std::uint64_t>(p + field::seed, h.seed);
+  detail::store_le<std::uint64_t>(p + field::step, h.step);
+  detail::store_le<std::uint32_t>(p + field::tensor_id, h.tensor_id);
   for (std::size_t i = 0; i < 16; ++i)
-    p[44 + i] = h.params[i];
-  detail::store_le<std::uint32_t>(p + crc_offset, 0u);
+    p[field::params + i] = h.params[i];
+  detail::store_le<std::uint32_t>(p + field::crc, 0u);
 }
 
 /// @brief Reads the header fields without validating them.
 inline payload_header read_header(const std::byte* in) {
   const auto* p = reinterpret_cast<const unsigned char*>(in);
   payload_header h;
-  h.codec = static_cast<codec_id>(p[5]);
-  h.element = static_cast<dtype>(p[6]);
-  h.count = detail::load_le<std::uint64_t>(p + 8);
-  h.body_bytes = detail::load_le<std::uint64_t>(p + 16);
-  h.seed = detail::load_le<std::uint64_t>(p + 24);
-  h.step = detail::load_le<std::uint64_t>(p + 32);
-  h.tensor_id = detail::load_le<std::uint32_t>(p + 40);
+  h.codec = static_cast<codec_id>(p[field::codec]);
+  h.element = static_cast<dtype>(p[field::element]);
+  h.count = detail::load_le<std::uint64_t>(p + field::count);
+  h.body_bytes = detail::load_le<std::uint64_t>(p + field::body_bytes);
+  h.seed = detail::load_le<std::uint64_t>(p + field::seed);
+  h.step = detail::load_le<std::uint64_t>(p + field::step);
+  h.tensor_id = detail::load_le<std::uint32_t>(p + field::tensor_id);
   for (std::size_t i = 0; i < 16; ++i)
-    h.params[i] = p[44 + i];
+    h.params[i] = p[field::params + i];
   return h;
 }
 
@@ -180,18 +195,19 @@ inline payload_header validate_envelope(std::span<const std::byte> payload) {
                     "payload of " + std::to_string(payload.size()) +
                         " bytes is shorter than the 64-byte header");
   const auto* p = reinterpret_cast<const unsigned char*>(payload.data());
-  COMMPRESS_EXPECTS(p[0] == magic[0] && p[1] == magic[1] && p[2] == magic[2] && p[3] == magic[3],
+  COMMPRESS_EXPECTS(p[field::magic] == magic[0] && p[field::magic + 1] == magic[1] &&
+                        p[field::magic + 2] == magic[2] && p[field::magic + 3] == magic[3],
                     errc::bad_magic, who, "bytes 0..3 are not \"CPRS\"");
-  COMMPRESS_EXPECTS(p[4] == version, errc::bad_version, who,
-                    "format version " + std::to_string(p[4]) + " (this build reads version " +
-                        std::to_string(version) + ")");
-  COMMPRESS_EXPECTS(p[7] == 0, errc::corrupt, who, "reserved flags byte is not zero");
+  COMMPRESS_EXPECTS(p[field::version] == version, errc::bad_version, who,
+                    "format version " + std::to_string(p[field::version]) +
+                        " (this build reads version " + std::to_string(version) + ")");
+  COMMPRESS_EXPECTS(p[field::flags] == 0, errc::corrupt, who, "reserved flags byte is not zero");
   const payload_header h = read_header(payload.data());
   COMMPRESS_EXPECTS(h.body_bytes <= payload.size() - header_bytes, errc::truncated, who,
                     "header declares a body of " + std::to_string(h.body_bytes) +
                         " bytes but only " + std::to_string(payload.size() - header_bytes) +
                         " follow");
-  const std::uint32_t stored = detail::load_le<std::uint32_t>(p + crc_offset);
+  const std::uint32_t stored = detail::load_le<std::uint32_t>(p + field::crc);
   const std::uint32_t actual =
       payload_checksum(payload.data(), payload.data() + header_bytes, h.body_bytes);
   COMMPRESS_EXPECTS(stored == actual, errc::checksum_mismatch, who,

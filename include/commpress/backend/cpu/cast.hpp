@@ -25,6 +25,11 @@
 namespace commpress::detail {
 
 template <> struct codec_impl<cast, cpu::seq_t> {
+  /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl): the body is hashed
+  /// while it is written
+  static constexpr bool hashes_body = true;
+  static constexpr bool custom_roundtrip = true;
+
   static std::uint64_t workspace_bytes(const cast&, std::uint64_t) { return 0; }
 
   /// The body is written front to back.

@@ -17,6 +17,10 @@
 namespace commpress::detail {
 
 template <> struct codec_impl<identity, cpu::seq_t> {
+  /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl).
+  static constexpr bool hashes_body = false;
+  static constexpr bool custom_roundtrip = true;
+
   static std::uint64_t workspace_bytes(const identity&, std::uint64_t) { return 0; }
 
   template <element T>

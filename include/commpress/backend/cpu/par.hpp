@@ -55,6 +55,9 @@ namespace commpress::detail {
 /// par entry points that run seq's on the calling thread.
 template <class C> struct par_sequential {
   using seq = codec_impl<C, cpu::seq_t>;
+  /// The host backend contract's flags: par re-reads the body to hash it; roundtrip as seq's.
+  static constexpr bool hashes_body = false;
+  static constexpr bool custom_roundtrip = seq::custom_roundtrip;
 
   static std::uint64_t workspace_bytes(const C& c, std::uint64_t n) {
     return seq::workspace_bytes(c, n);
@@ -89,6 +92,9 @@ template <class C> struct par_sequential {
 /// header, so each range gets an empty workspace and the whole tensor's header.
 template <class C, std::uint64_t W> struct par_elementwise {
   using seq = codec_impl<C, cpu::seq_t>;
+  /// The host backend contract's flags: par re-reads the body to hash it; roundtrip over ranges.
+  static constexpr bool hashes_body = false;
+  static constexpr bool custom_roundtrip = true;
 
   static std::uint64_t workspace_bytes(const C&, std::uint64_t) { return 0; }
 
@@ -137,6 +143,10 @@ template <> struct codec_impl<identity, cpu::par_t> : par_elementwise<identity, 
 template <> struct codec_impl<cast, cpu::par_t> : par_elementwise<cast, 2> {};
 
 template <> struct codec_impl<sign, cpu::par_t> {
+  /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl).
+  static constexpr bool hashes_body = false;
+  static constexpr bool custom_roundtrip = true;
+
   using seq = codec_impl<sign, cpu::seq_t>;
 
   static std::uint64_t workspace_bytes(const sign&, std::uint64_t) { return 0; }

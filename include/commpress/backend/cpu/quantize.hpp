@@ -22,6 +22,11 @@
 namespace commpress::detail {
 
 template <> struct codec_impl<quantize, cpu::seq_t> {
+  /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl): the codes are
+  /// hashed while they are written
+  static constexpr bool hashes_body = true;
+  static constexpr bool custom_roundtrip = true;
+
   static std::uint64_t workspace_bytes(const quantize&, std::uint64_t) { return 0; }
 
   /// The records come first and are final only at the end; the codes are written in order.

@@ -20,6 +20,10 @@
 namespace commpress::detail {
 
 template <> struct codec_impl<random_k, cpu::seq_t> {
+  /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl).
+  static constexpr bool hashes_body = false;
+  static constexpr bool custom_roundtrip = true;
+
   static std::uint64_t workspace_bytes(const random_k&, std::uint64_t) { return 0; }
 
   template <element T>

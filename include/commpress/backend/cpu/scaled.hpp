@@ -215,6 +215,11 @@ void decode_range(const C& c, const layout<C, const unsigned char>& l, std::uint
 namespace detail {
 
 template <block_scaled_codec C> struct codec_impl<C, cpu::seq_t> {
+  /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl): roundtrip encodes
+  /// into the workspace and decodes
+  static constexpr bool hashes_body = false;
+  static constexpr bool custom_roundtrip = false;
+
   static std::uint64_t workspace_bytes(const C&, std::uint64_t) { return 0; }
 
   template <element T>
@@ -247,6 +252,11 @@ template <block_scaled_codec C> struct codec_impl<C, cpu::seq_t> {
 };
 
 template <block_scaled_codec C> struct codec_impl<C, cpu::par_t> {
+  /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl): roundtrip encodes
+  /// into the workspace and decodes
+  static constexpr bool hashes_body = false;
+  static constexpr bool custom_roundtrip = false;
+
   using seq = codec_impl<C, cpu::seq_t>;
 
   static std::uint64_t workspace_bytes(const C&, std::uint64_t) { return 0; }

@@ -35,6 +35,10 @@
 namespace commpress::detail {
 
 template <> struct codec_impl<top_k, cpu::seq_t> {
+  /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl).
+  static constexpr bool hashes_body = false;
+  static constexpr bool custom_roundtrip = true;
+
   /// One 32-bit key per element of a row, plus 3 bytes to align the key array inside any span.
   static std::uint64_t workspace_bytes(const top_k& c, std::uint64_t n) {
     const std::uint64_t d = c.row_elements(n);
@@ -150,11 +154,11 @@ private:
     }
   }
 
-  /// Long fp32 rows: the sampled-threshold method of detail/top_k_select.hpp (same selection, many
-  /// times faster than nth_element over the row, bench/README.md). Nulls when it does not apply
-  /// (fp16/bf16 input, short rows, k = 0 or d) or declined; the caller then runs select_row. With a
-  /// `bitmap`, it is written in full; with fp32 `values`, the kept values go straight there (see
-  /// top_k_sampled).
+  /// Long fp32 rows: the sampled-threshold method of detail/top_k_select.hpp (the same selection
+  /// as select_row, faster than nth_element over the row: bench/README.md). Nulls when it does not
+  /// apply (fp16/bf16 input, short rows, k = 0 or d) or declined; the caller then runs select_row.
+  /// With a `bitmap`, it is written in full; with fp32 `values`, the kept values go straight there
+  /// (see top_k_sampled).
   static cpu::detail::sampled_top_k sampled_row(const float* raw, std::uint64_t d, std::uint64_t k,
                                                 nonfinite_policy policy, std::uint32_t* keys,
                                                 std::size_t& bad, unsigned char* bitmap = nullptr,

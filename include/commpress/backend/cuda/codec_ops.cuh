@@ -95,31 +95,33 @@ COMMPRESS_KERNEL void seal_kernel(header_image h, std::uint64_t chunks, nonfinit
 template <class Unused = void>
 COMMPRESS_KERNEL void validate_kernel(const unsigned char* p, expectation e, crc_powers t,
                                       control* ctrl, device_status* d_status) {
-  const std::uint64_t declared = load_word<std::uint64_t>(p + 16);
+  namespace field = format::field;
+  const std::uint64_t declared = load_word<std::uint64_t>(p + field::body_bytes);
   errc err = errc::ok;
-  if (p[0] != 'C' || p[1] != 'P' || p[2] != 'R' || p[3] != 'S') {
+  if (p[field::magic] != 'C' || p[field::magic + 1] != 'P' || p[field::magic + 2] != 'R' ||
+      p[field::magic + 3] != 'S') { // format::magic (a host std::array)
     err = errc::bad_magic;
-  } else if (p[4] != format::version) {
+  } else if (p[field::version] != format::version) {
     err = errc::bad_version;
-  } else if (p[7] != 0) {
+  } else if (p[field::flags] != 0) {
     err = errc::corrupt;
   } else if (declared > e.payload_bytes - format::header_bytes) {
     err = errc::truncated;
-  } else if (load_word<std::uint32_t>(p + format::crc_offset) !=
+  } else if (load_word<std::uint32_t>(p + field::crc) !=
              payload_crc(p, crc_chunks(declared), ctrl->crc, t)) {
     err = errc::checksum_mismatch;
-  } else if (p[6] < static_cast<unsigned>(dtype::f32) ||
-             p[6] > static_cast<unsigned>(dtype::bf16)) {
+  } else if (p[field::element] < static_cast<unsigned>(dtype::f32) ||
+             p[field::element] > static_cast<unsigned>(dtype::bf16)) {
     err = errc::corrupt;
-  } else if (p[5] != e.codec) {
+  } else if (p[field::codec] != e.codec) {
     err = errc::codec_mismatch;
   } else {
     bool same = true;
     for (int i = 0; i < 16; ++i)
-      same = same && p[44 + i] == e.params[i];
+      same = same && p[field::params + i] == e.params[i];
     if (!same) {
       err = errc::codec_mismatch;
-    } else if (load_word<std::uint64_t>(p + 8) != e.count) {
+    } else if (load_word<std::uint64_t>(p + field::count) != e.count) {
       err = errc::size_mismatch;
     } else if (declared != e.body_bytes) {
       err = errc::corrupt;

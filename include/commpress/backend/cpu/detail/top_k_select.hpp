@@ -211,8 +211,9 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
           key = clear(nf, key);
         most = max_u32(most, key);
         above_lanes = count_lanes(above_lanes, gt_i32(key, hi));
-        // Stored whether or not any lane hit: at k = 1% and 10%, 15% resp. 82% of the blocks
-        // hit, at random, and a mispredicted branch costs more than the stores.
+        // Stored whether or not any lane hit: which blocks hold a candidate is random, and a
+        // mispredicted branch costs more than the stores (bench/README.md, "Figures behind the
+        // code comments").
         const vm hit = gt_i32(key, below_lo);
         if (bitmap != nullptr) { // at is a multiple of lanes: whole bytes, element at in bit 0
           const std::uint32_t hit_bits = mask_bits(hit);

@@ -146,7 +146,7 @@ COMMPRESS_KERNEL void __launch_bounds__(block_threads)
   __shared__ std::uint32_t warp_xor[block_threads / 32];
   std::uint64_t len = body_bytes;
   if (d_header != nullptr) {
-    const std::uint64_t declared = load_word<std::uint64_t>(d_header + 16);
+    const std::uint64_t declared = load_word<std::uint64_t>(d_header + format::field::body_bytes);
     len = declared <= body_bytes ? declared : 0;
   }
   const std::uint64_t m = crc_chunks(len);

@@ -17,6 +17,12 @@
 #include "commpress/core/context.hpp"
 #include "commpress/core/error.hpp"
 
+// The kernels use the warp reductions of sm_80 (__reduce_*_sync); nvcc's default architecture is
+// older, so a consumer that sets no CMAKE_CUDA_ARCHITECTURES would otherwise see them undefined.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "commpress's CUDA backend needs sm_80 or newer: set CMAKE_CUDA_ARCHITECTURES (e.g. 80;90)"
+#endif
+
 /// A kernel with hidden visibility, so that template kernels instantiated in several shared
 /// libraries do not collide (CCCL #166, cuco's CUCO_KERNEL). Every kernel of this header-only
 /// backend is a template (non-template ones take a defaulted `class Unused = void`): a plain
