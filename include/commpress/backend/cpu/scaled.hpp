@@ -216,7 +216,7 @@ namespace detail {
 
 template <block_scaled_codec C> struct codec_impl<C, cpu::seq_t> {
   /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl): roundtrip encodes
-  /// into the workspace and decodes
+  /// into the workspace and decodes.
   static constexpr bool hashes_body = false;
   static constexpr bool custom_roundtrip = false;
 
@@ -253,7 +253,7 @@ template <block_scaled_codec C> struct codec_impl<C, cpu::seq_t> {
 
 template <block_scaled_codec C> struct codec_impl<C, cpu::par_t> {
   /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl): roundtrip encodes
-  /// into the workspace and decodes
+  /// into the workspace and decodes.
   static constexpr bool hashes_body = false;
   static constexpr bool custom_roundtrip = false;
 

@@ -39,24 +39,29 @@ COMMPRESS_FORCEINLINE simd::vh cast_codes(const float* x, simd::vu& nonfinite_la
   using namespace simd;
   vu u = load_u32(x);
   const vu a = and_u32(u, splat_u32(0x7fffffffu));
+  const auto round = [](vu w) {
+    if constexpr (Bf16) { // float_bits_to_bf16_bits' rounding
+      const vu lsb = and_u32(srl<16>(w), splat_u32(1));
+      return narrow_u16(srl<16>(add_u32(add_u32(w, splat_u32(0x7fffu)), lsb)));
+    } else {
+#if defined(COMMPRESS_SIMD_F16C)
+      return half_bits(from_bits(w));
+#endif
+    }
+  };
+  // Only magnitudes beyond the code type's largest finite value (NaN and infinities among them)
+  // need the screening below; a vector without one, the common case, is rounded as it is.
+  const float top = Bf16 ? commpress::detail::bfloat16_max : commpress::detail::half_max;
+  if (!any(gt_i32(a, splat_u32(commpress::detail::float_to_bits(top)))))
+    return round(u);
   const vm nf = gt_i32(a, splat_u32(0x7f7fffffu));
   nonfinite_lanes = count_lanes(nonfinite_lanes, nf);
   if constexpr (Zero)
     u = clear(nf, u);
   // A finite value beyond the code type's range saturates to its largest finite value, as
   // encode_as does; NaN and infinities (the lanes nf) are left as they are.
-  const float top = Bf16 ? commpress::detail::bfloat16_max : commpress::detail::half_max;
   const vf v = from_bits(u);
-  u = bits(select(nf, v, min(max(v, splat(-top)), splat(top))));
-  vh code;
-  if constexpr (Bf16) { // float_bits_to_bf16_bits' rounding
-    const vu lsb = and_u32(srl<16>(u), splat_u32(1));
-    code = narrow_u16(srl<16>(add_u32(add_u32(u, splat_u32(0x7fffu)), lsb)));
-  } else {
-#if defined(COMMPRESS_SIMD_F16C)
-    code = half_bits(from_bits(u));
-#endif
-  }
+  vh code = round(bits(select(nf, v, min(max(v, splat(-top)), splat(top)))));
   if constexpr (!Zero)
     code = select(gt_i32(a, splat_u32(0x7f800000u)), splat_u16(0x7fffu), code);
   return code;
