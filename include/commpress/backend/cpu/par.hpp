@@ -172,11 +172,10 @@ template <> struct codec_impl<sign, cpu::par_t> {
     const std::uint64_t n = out.size();
     if (!cpu::detail::splits(p, n))
       return seq::decode_body(cpu::seq, c, h, body, out);
-    cpu::detail::parallel_for(
-        p, n, cpu::detail::range_elements(p), [&](std::uint64_t first, std::uint64_t last) {
-          decode_range(c, n, body, first, last,
-                       [&](std::uint64_t i, float v) { out[i] = from_float<T>(v); });
-        });
+    cpu::detail::parallel_for(p, n, cpu::detail::range_elements(p),
+                              [&](std::uint64_t first, std::uint64_t last) {
+                                seq::decode_range<false>(c, n, body, first, last, out.data(), 1.0f);
+                              });
   }
 
   static void accumulate_body(const cpu::par_t& p, const sign& c, const payload_header& h,
@@ -186,9 +185,7 @@ template <> struct codec_impl<sign, cpu::par_t> {
       return seq::accumulate_body(cpu::seq, c, h, body, acc, weight);
     cpu::detail::parallel_for(
         p, n, cpu::detail::range_elements(p), [&](std::uint64_t first, std::uint64_t last) {
-          decode_range(c, n, body, first, last, [&](std::uint64_t i, float v) {
-            acc[i] = add_rn(acc[i], mul_rn(weight, v));
-          });
+          seq::decode_range<true>(c, n, body, first, last, acc.data(), weight);
         });
   }
 
@@ -333,21 +330,6 @@ private:
       return count;
     });
     return fold_lanes(lane);
-  }
-
-  /// Calls visit(i, value) for the elements [first, last) of an n-element body.
-  template <class Visit>
-  static void decode_range(const sign& c, std::uint64_t n, const unsigned char* body,
-                           std::uint64_t first, std::uint64_t last, Visit&& visit) {
-    const std::uint64_t len = c.group_length(n);
-    const unsigned char* bits = body + 4 * c.groups(n);
-    for (std::uint64_t i = first; i < last;) {
-      const std::uint64_t g = i / len;
-      const std::uint64_t end = std::min(last, (g + 1) * len);
-      const float s = cpu::detail::load_word<float>(body + 4 * g);
-      for (; i < end; ++i)
-        visit(i, sign::decode_value(unpack_one(bits, i, 1), s));
-    }
   }
 };
 

@@ -86,31 +86,40 @@ template <> struct codec_impl<sign, cpu::seq_t> {
     return bad;
   }
 
-  /// Calls visit(i, value) for every element, in index order.
-  template <class Visit>
-  static void for_each_decoded(const sign& c, std::uint64_t n, const unsigned char* body,
-                               Visit&& visit) {
+  /// Decodes the elements [first, last) of an n-element body into out (T = float, or any T for
+  /// decode) or, Accumulate, adds weight times each value to it.
+  template <bool Accumulate, element T>
+  static void decode_range(const sign& c, std::uint64_t n, const unsigned char* body,
+                           std::uint64_t first, std::uint64_t last, T* out, float weight) {
     const std::uint64_t len = c.group_length(n);
     const unsigned char* bits = body + 4 * c.groups(n);
-    for (std::uint64_t g = 0; g < c.groups(n); ++g) {
+    for (std::uint64_t g = first / len; g * len < last; ++g) {
       const float s = cpu::detail::load_word<float>(body + 4 * g);
-      const std::uint64_t last = n - g * len < len ? n : (g + 1) * len;
-      for (std::uint64_t i = g * len; i < last; ++i)
-        visit(i, sign::decode_value(unpack_one(bits, i, 1), s));
+      // decode_value of either bit: the positive value's bits with `flip` xored in for bit 1
+      // (the sign bit, or nothing for a NaN scale, whose two values are one canonical NaN).
+      const std::uint32_t positive = float_to_bits(sign::decode_value(0, s));
+      const std::uint32_t flip = positive ^ float_to_bits(sign::decode_value(1, s));
+      const std::uint64_t begin = first > g * len ? first : g * len;
+      const std::uint64_t end = last < (g + 1) * len ? last : (g + 1) * len;
+      if constexpr (std::is_same_v<T, float>) {
+        cpu::detail::sign_values<Accumulate>(bits, begin, end, positive, flip, weight, out);
+      } else {
+        static_assert(!Accumulate);
+        for (std::uint64_t i = begin; i < end; ++i)
+          out[i] = from_float<T>(bits_to_float(positive ^ (flip & (0u - unpack_one(bits, i, 1)))));
+      }
     }
   }
 
   template <element T>
   static void decode_body(const cpu::seq_t&, const sign& c, const payload_header&,
                           const unsigned char* body, std::span<T> out) {
-    for_each_decoded(c, out.size(), body,
-                     [&](std::uint64_t i, float v) { out[i] = from_float<T>(v); });
+    decode_range<false>(c, out.size(), body, 0, out.size(), out.data(), 1.0f);
   }
 
   static void accumulate_body(const cpu::seq_t&, const sign& c, const payload_header&,
                               const unsigned char* body, std::span<float> acc, float weight) {
-    for_each_decoded(c, acc.size(), body,
-                     [&](std::uint64_t i, float v) { acc[i] = add_rn(acc[i], mul_rn(weight, v)); });
+    decode_range<true>(c, acc.size(), body, 0, acc.size(), acc.data(), weight);
   }
 
   /// In place: each group's scale is computed before any of its elements is overwritten, and
