@@ -610,11 +610,12 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
                           (c.len % 16 == 0 || c.len == n) && first % 16 == 0;
       constexpr std::size_t most = 256;
       value_run runs[most];
-      for (std::size_t begin = first; begin < last;) {
+      // Group g holds the elements [g * len, (g + 1) * len); every run but the first starts
+      // at its group's first element, so g counts up (no division per group).
+      for (std::size_t begin = first, g = first / c.len; begin < last;) {
         std::size_t count = 0;
         bool wide = false;
-        for (; count < most && begin < last; ++count) {
-          const std::size_t g = begin / c.len;
+        for (; count < most && begin < last; ++count, ++g) {
           const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
           const quantize::record rec = load_record(c.range, body, g);
           if (quantize::is_wide_record(c.range, rec)) {
@@ -627,10 +628,10 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
         if (count != 0)
           kernel(body + c.codes, c.bits, runs, count, out, last, weight, stream);
         if (wide) { // that group element by element
-          const std::size_t e =
-              (begin / c.len + 1) * c.len < last ? (begin / c.len + 1) * c.len : last;
+          const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
           decode_each(c, false, body, begin, e, put);
           begin = e;
+          ++g;
         }
       }
       if (stream)
