@@ -91,6 +91,8 @@ template <> struct codec_impl<sign, cpu::seq_t> {
   template <bool Accumulate, element T>
   static void decode_range(const sign& c, std::uint64_t n, const unsigned char* body,
                            std::uint64_t first, std::uint64_t last, T* out, float weight) {
+    if (first >= last) // an empty tensor has no group (and a group length of 0)
+      return;
     const std::uint64_t len = c.group_length(n);
     const unsigned char* bits = body + 4 * c.groups(n);
     for (std::uint64_t g = first / len; g * len < last; ++g) {
