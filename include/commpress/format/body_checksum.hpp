@@ -53,7 +53,7 @@ public:
     const std::size_t chunks = checksum_chunks(bytes_);
     tail_ = chain_chunk_crcs(tail_, body_, bytes_, next_, chunks);
     const std::uint32_t head =
-        chain_chunk_crcs(commpress::detail::crc32c(header, crc_offset), body_, bytes_, 0, first_);
+        chain_chunk_crcs(commpress::detail::crc32c(header, field::crc), body_, bytes_, 0, first_);
     return commpress::detail::crc32c_combine(head, tail_, 4 * (chunks - first_));
   }
 

@@ -67,7 +67,6 @@ inline constexpr std::size_t tensor_id = 40;  ///< u32
 inline constexpr std::size_t params = 44;     ///< 16 bytes
 inline constexpr std::size_t crc = 60;        ///< u32
 } // namespace field
-inline constexpr std::size_t crc_offset = field::crc;
 
 namespace detail {
 template <class U> inline void store_le(unsigned char* p, U v) {
@@ -154,7 +153,7 @@ constexpr std::size_t checksum_chunks(std::size_t body_bytes) {
 /// CRC32C of each 64 KiB chunk of the body (the last chunk may be shorter).
 inline std::uint32_t payload_checksum(const std::byte* header, const std::byte* body,
                                       std::size_t body_bytes) {
-  return chain_chunk_crcs(commpress::detail::crc32c(header, crc_offset), body, body_bytes, 0,
+  return chain_chunk_crcs(commpress::detail::crc32c(header, field::crc), body, body_bytes, 0,
                           checksum_chunks(body_bytes));
 }
 
@@ -176,7 +175,7 @@ payload_header header_of(const C& c, const context& ctx, dtype element, std::uin
 
 /// @brief Stores a payload checksum at bytes 60..63.
 inline void store_checksum(std::span<std::byte> payload, std::uint32_t crc) {
-  detail::store_le<std::uint32_t>(reinterpret_cast<unsigned char*>(payload.data()) + crc_offset,
+  detail::store_le<std::uint32_t>(reinterpret_cast<unsigned char*>(payload.data()) + field::crc,
                                   crc);
 }
 

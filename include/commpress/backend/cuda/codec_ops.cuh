@@ -82,10 +82,10 @@ COMMPRESS_KERNEL void seal_kernel(header_image h, std::uint64_t chunks, nonfinit
     report(d_status, errc::non_finite);
   }
   const std::uint32_t crc = payload_crc(h.b, chunks, ctrl->crc, t);
-  for (std::size_t i = 0; i < format::crc_offset; ++i)
+  for (std::size_t i = 0; i < format::field::crc; ++i)
     d_out[i] = h.b[i];
   for (int i = 0; i < 4; ++i)
-    d_out[format::crc_offset + i] = static_cast<unsigned char>(crc >> (8 * i));
+    d_out[format::field::crc + i] = static_cast<unsigned char>(crc >> (8 * i));
   if (d_status != nullptr && bad != 0)
     atomicAdd(&d_status->nonfinite, bad);
 }

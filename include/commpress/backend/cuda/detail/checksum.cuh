@@ -131,7 +131,7 @@ COMMPRESS_HOST_DEVICE inline std::uint32_t chunk_term(std::uint32_t chunk_crc, s
 COMMPRESS_HOST_DEVICE inline std::uint32_t payload_crc(const unsigned char* header, std::uint64_t m,
                                                        std::uint32_t chunk_xor,
                                                        const crc_powers& t) {
-  return crc_shift(crc_bitwise(0, header, format::crc_offset), 4 * m, t) ^ chunk_xor;
+  return crc_shift(crc_bitwise(0, header, format::field::crc), 4 * m, t) ^ chunk_xor;
 }
 
 /// Hashes the body chunks into ctrl->crc (see the file comment). The body length is
