@@ -11,7 +11,8 @@
 //   data_parallel [--codec fp32|q<bits>[:block<N>][:sym|:asym][:sr]]
 //                 [--feedback none|ef|loco[:int8|:bf16|:f32]] [--beta 0.8] [--reset-every 1024]
 //                 [--optimizer adam|adamw|onebit_adam] [--freeze-fraction 0.2]
-//                 [--workers 4] [--batch-per-worker 32] [--lr 0.001] [--weight-decay X]
+//                 [--eps X] [--variance-floor 0] [--workers 4] [--batch-per-worker 32] [--lr 0.001]
+//                 [--weight-decay X]
 //                 [--epochs 3] [--seed 1] [--train-subset N] [--data-dir DIR]
 //                 [--csv PATH] [--steps-csv PATH] [--log-every 20]
 //
@@ -64,6 +65,8 @@ struct options {
   std::uint64_t reset_every = 1024;
   std::string optimizer = "adam";
   float freeze_fraction = 0.2f;
+  float eps = -1.0f;           ///< < 0: the optimizer's default
+  float variance_floor = 0.0f; ///< 1-bit Adam's floor on the frozen variance
   int workers = 4;
   std::size_t batch_per_worker = 32;
   float lr = 1e-3f;
@@ -81,7 +84,8 @@ void print_usage(std::ostream& os) {
   os << "usage: data_parallel [--codec fp32|q<bits>[:block<N>][:sym|:asym][:sr]]\n"
         "                     [--feedback none|ef|loco[:int8|:bf16|:f32]] [--beta X]\n"
         "                     [--reset-every N] [--optimizer adam|adamw|onebit_adam]\n"
-        "                     [--freeze-fraction X] [--workers N] [--batch-per-worker N]\n"
+        "                     [--freeze-fraction X] [--eps X] [--variance-floor X]\n"
+        "                     [--workers N] [--batch-per-worker N]\n"
         "                     [--lr X] [--weight-decay X] [--epochs N] [--seed N]\n"
         "                     [--train-subset N] [--data-dir DIR] [--csv PATH]\n"
         "                     [--steps-csv PATH] [--log-every N]\n";
@@ -110,6 +114,10 @@ options parse_args(int argc, char** argv) {
       o.optimizer = value;
     else if (flag == "--freeze-fraction")
       o.freeze_fraction = ce::parse_float(flag, value);
+    else if (flag == "--eps")
+      o.eps = ce::parse_float(flag, value);
+    else if (flag == "--variance-floor")
+      o.variance_floor = ce::parse_float(flag, value);
     else if (flag == "--workers")
       o.workers = static_cast<int>(ce::parse_u64(flag, value));
     else if (flag == "--batch-per-worker")
@@ -258,20 +266,26 @@ template <class Pipe> void run_adam(const run_setup& su, const Pipe& pipe) {
     cp::adamw o{.lr = opt.lr};
     if (opt.weight_decay >= 0.0f)
       o.weight_decay = opt.weight_decay;
+    if (opt.eps >= 0.0f)
+      o.eps = opt.eps;
     run(o);
   } else {
     cp::adam o{.lr = opt.lr};
     if (opt.weight_decay >= 0.0f)
       o.weight_decay = opt.weight_decay;
+    if (opt.eps >= 0.0f)
+      o.eps = opt.eps;
     run(o);
   }
 }
 
 template <class Pipe> void run_onebit(const run_setup& su, const Pipe& pipe) {
   const options& opt = *su.opt;
-  cp::onebit_adam_config cfg{.lr = opt.lr};
+  cp::onebit_adam_config cfg{.lr = opt.lr, .variance_floor = opt.variance_floor};
   if (opt.weight_decay >= 0.0f)
     cfg.weight_decay = opt.weight_decay;
+  if (opt.eps >= 0.0f)
+    cfg.eps = opt.eps;
   // DeepSpeed's advice: 15-25% of the run as uncompressed warm-up.
   cfg.freeze_step = static_cast<std::uint64_t>(
       std::llround(double(opt.freeze_fraction) * double(su.steps_per_epoch * opt.epochs)));

@@ -37,6 +37,11 @@ Codec = Union[
     _commpress.mxfp8_e5m2,
     _commpress.mxfp4,
     _commpress.nvfp4,
+    _commpress.terngrad,
+    _commpress.natural,
+    _commpress.qsgd8,
+    _commpress.qsgd4,
+    _commpress.qsgd2,
 ]
 
 

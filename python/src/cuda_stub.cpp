@@ -58,5 +58,10 @@ template struct cuda_codec_ops<mxfp8>;
 template struct cuda_codec_ops<mxfp8_e5m2>;
 template struct cuda_codec_ops<mxfp4>;
 template struct cuda_codec_ops<nvfp4>;
+template struct cuda_codec_ops<terngrad>;
+template struct cuda_codec_ops<natural>;
+template struct cuda_codec_ops<qsgd8>;
+template struct cuda_codec_ops<qsgd4>;
+template struct cuda_codec_ops<qsgd2>;
 
 } // namespace commpress::py

@@ -62,6 +62,22 @@ void add_common(nb::class_<T>& cls, const char* name, std::vector<const char*> f
   cls.attr("__hash__") = nb::none();
 }
 
+/// QSGD with codes of Bits bits (C++ qsgd<Bits>) as the Python class `name`.
+template <unsigned Bits> void bind_qsgd(nb::module_& m, const char* name) {
+  using Q = qsgd<Bits>;
+  auto c = nb::class_<Q>(m, name,
+                         "QSGD: stochastic levels of the L2 norm, fixed-width codes (C++ qsgd).");
+  c.def(
+       "__init__",
+       [](Q* self, std::uint32_t block, std::uint32_t levels) {
+         new (self) Q{block, levels};
+       },
+       nb::arg("block") = 0u, nb::arg("levels") = Q::max_levels)
+      .def_rw("block", &Q::block)
+      .def_rw("levels", &Q::levels);
+  add_common(c, name, {"block", "levels"});
+}
+
 /// A float32 NumPy view of a state's buffer, kept alive by the state object.
 nb::ndarray<nb::numpy, float, nb::ndim<1>> view_of(std::span<float> v, nb::handle owner) {
   return nb::ndarray<nb::numpy, float, nb::ndim<1>>(v.data(), {v.size()}, owner);
@@ -308,7 +324,12 @@ void bind_types(nb::module_& m) {
       .value("mxfp8", mxfp8::id)
       .value("mxfp8_e5m2", mxfp8_e5m2::id)
       .value("mxfp4", mxfp4::id)
-      .value("nvfp4", nvfp4::id);
+      .value("nvfp4", nvfp4::id)
+      .value("terngrad", terngrad::id)
+      .value("natural", natural::id)
+      .value("qsgd8", qsgd8::id)
+      .value("qsgd4", qsgd4::id)
+      .value("qsgd2", qsgd2::id);
   nb::enum_<minifloat>(m, "minifloat", "Element formats of the fp8 and MX codecs.")
       .value("e4m3", minifloat::e4m3)
       .value("e5m2", minifloat::e5m2)
@@ -496,6 +517,32 @@ void bind_types(nb::module_& m) {
     nv.def(nb::init<>());
     add_common(nv, "nvfp4", {});
   }
+  {
+    auto c = nb::class_<terngrad>(
+        m, "terngrad",
+        "TernGrad: stochastic ternary codes, f32 scale per tensor or block (C++ terngrad).");
+    const terngrad d{};
+    c.def(
+         "__init__",
+         [](terngrad* self, std::uint32_t block, float clip_sigmas) {
+           new (self) terngrad{block, clip_sigmas};
+         },
+         nb::arg("block") = d.block, nb::arg("clip_sigmas") = d.clip_sigmas)
+        .def_rw("block", &terngrad::block)
+        .def_rw("clip_sigmas", &terngrad::clip_sigmas);
+    add_common(c, "terngrad", {"block", "clip_sigmas"});
+    auto n = nb::class_<natural>(
+        m, "natural", "Natural compression: stochastic powers of two, 8-bit codes (C++ natural).");
+    const natural nd{};
+    n.def(
+         "__init__", [](natural* self, std::uint32_t block) { new (self) natural{block}; },
+         nb::arg("block") = nd.block)
+        .def_rw("block", &natural::block);
+    add_common(n, "natural", {"block"});
+    bind_qsgd<8>(m, "qsgd8");
+    bind_qsgd<4>(m, "qsgd4");
+    bind_qsgd<2>(m, "qsgd2");
+  }
 
   // --- feedback policies and their states ----------------------------------------------------
   {
@@ -650,15 +697,22 @@ void bind_types(nb::module_& m) {
          "__init__",
          [](onebit_adam_config* self, float lr, float beta1, float beta2, float eps,
             float weight_decay, std::uint64_t freeze_step, bool bias_correction,
-            bool mask_zero_variance) {
-           new (self)
-               onebit_adam_config{lr,           beta1,       beta2,           eps,
-                                  weight_decay, freeze_step, bias_correction, mask_zero_variance};
+            bool mask_zero_variance, float variance_floor) {
+           new (self) onebit_adam_config{lr,
+                                         beta1,
+                                         beta2,
+                                         eps,
+                                         weight_decay,
+                                         freeze_step,
+                                         bias_correction,
+                                         mask_zero_variance,
+                                         variance_floor};
          },
          nb::arg("lr") = d.lr, nb::arg("beta1") = d.beta1, nb::arg("beta2") = d.beta2,
          nb::arg("eps") = d.eps, nb::arg("weight_decay") = d.weight_decay,
          nb::arg("freeze_step") = d.freeze_step, nb::arg("bias_correction") = d.bias_correction,
-         nb::arg("mask_zero_variance") = d.mask_zero_variance)
+         nb::arg("mask_zero_variance") = d.mask_zero_variance,
+         nb::arg("variance_floor") = d.variance_floor)
         .def_rw("lr", &onebit_adam_config::lr)
         .def_rw("beta1", &onebit_adam_config::beta1)
         .def_rw("beta2", &onebit_adam_config::beta2)
@@ -667,6 +721,7 @@ void bind_types(nb::module_& m) {
         .def_rw("freeze_step", &onebit_adam_config::freeze_step)
         .def_rw("bias_correction", &onebit_adam_config::bias_correction)
         .def_rw("mask_zero_variance", &onebit_adam_config::mask_zero_variance)
+        .def_rw("variance_floor", &onebit_adam_config::variance_floor)
         .def("warmup_optimizer", &onebit_adam_config::warmup_optimizer)
         .def("can_implement", &onebit_adam_config::can_implement, nb::arg("n"));
     add_common(o, "onebit_adam_config",

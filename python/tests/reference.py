@@ -80,6 +80,21 @@ CODECS = [
     cp.mxfp8_e5m2(),
     cp.mxfp4(),
     cp.nvfp4(),
+    cp.terngrad(clip_sigmas=2.5),
+    cp.terngrad(block=128),
+    cp.terngrad(block=5, clip_sigmas=2.5),
+    cp.natural(),
+    cp.natural(block=32),
+    cp.natural(block=5),
+    cp.qsgd8(),
+    cp.qsgd8(block=128),
+    cp.qsgd8(block=5, levels=3),
+    cp.qsgd4(),
+    cp.qsgd4(block=128),
+    cp.qsgd4(block=5, levels=3),
+    cp.qsgd2(),
+    cp.qsgd2(block=128),
+    cp.qsgd2(block=5, levels=1),
 ]
 CODEC_CTX = cp.context(seed=42, step=3, tensor_id=7)
 

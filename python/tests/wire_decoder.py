@@ -397,6 +397,59 @@ def decode_scaled(codec: int, params: bytes, n: int, body: bytes) -> np.ndarray:
         return canonical(value * factor[g])
 
 
+# --- terngrad, natural and qsgd, from "the stochastic block-scaled codecs" ------------------------
+QSGD_BITS = {14: 8, 15: 4, 16: 2}
+
+
+def stochastic_layout(codec: int, params: bytes, n: int):
+    """(B, scale bytes, code bits) of codec 12 to 16."""
+    (block,) = struct.unpack_from("<I", params, 0)
+    scale_bytes = 1 if codec == 13 else 4
+    code_bits = {12: 2, 13: 8}.get(codec) or QSGD_BITS[codec]
+    return (block if block else n), scale_bytes, code_bits
+
+
+def stochastic_body_bytes(codec: int, params: bytes, n: int) -> int:
+    if n == 0:
+        return 0
+    block, sb, bits = stochastic_layout(codec, params, n)
+    return -(-n // block) * sb + -(-n * bits // 8)
+
+
+def decode_stochastic(codec: int, params: bytes, n: int, body: bytes) -> np.ndarray:
+    if n == 0:
+        return np.zeros(0, F32)
+    block, sb, bits = stochastic_layout(codec, params, n)
+    groups = -(-n // block)
+    codes = unpack_codes(body[groups * sb :], n, bits).astype(np.int64)
+    g = np.arange(n) // block
+    with np.errstate(all="ignore"):
+        if codec in QSGD_BITS:
+            (levels,) = struct.unpack_from("<I", params, 4)
+            r = np.frombuffer(body, "<f4", count=groups).astype(F32)
+            d = r / F32(levels)
+            # r / s, one unit in the last place lower where s of it overflows
+            d = np.where(np.isfinite(r) & ~np.isfinite(d * F32(levels)), np.nextafter(d, F32(0)), d)
+            sign_bit = 1 << (bits - 1)
+            magnitude = (codes & (sign_bit - 1)).astype(F32) * d[g]
+            return canonical(np.where(codes & sign_bit, -magnitude, magnitude))
+        if codec == 12:
+            s = np.frombuffer(body, "<f4", count=groups)[g].astype(F32)
+            unit = np.where(codes == 1, 1.0, np.where(codes == 3, -1.0, 0.0)).astype(F32)
+            return canonical(unit * s)
+        q = np.frombuffer(body, np.uint8, count=groups)[g].astype(np.int64)
+        m = codes & 127
+        e = q - 127 + 1 - m
+        mag = np.where(
+            e >= -126,
+            (np.clip(e, -126, 127) + 127) << 23,
+            np.where(e >= -149, np.left_shift(1, np.clip(e + 149, 0, 22)), 0),
+        )
+        bits_out = ((codes >> 7) << 31) | np.where(m == 0, 0, mag)
+        value = bits_out.astype(np.uint32).view(F32)
+        return canonical(np.where(q == 0xFF, F32(np.nan), value))
+
+
 # --- the entry point ------------------------------------------------------------------------------
 def body_bytes_for(codec: int, params: bytes, n: int) -> Optional[int]:
     if codec == 1:
@@ -413,6 +466,8 @@ def body_bytes_for(codec: int, params: bytes, n: int) -> Optional[int]:
         return sign_body_bytes(params, n)
     if codec in (7, 8, 9, 10, 11):
         return scaled_body_bytes(codec, params, n)
+    if codec in (12, 13, 14, 15, 16):
+        return stochastic_body_bytes(codec, params, n)
     return None
 
 
@@ -437,6 +492,8 @@ def decode(payload: bytes) -> np.ndarray:
         return decode_random_k(h.params, h, body)
     if h.codec == 6:
         return decode_sign(h.params, n, body)
+    if h.codec in (12, 13, 14, 15, 16):
+        return decode_stochastic(h.codec, h.params, n, body)
     return decode_scaled(h.codec, h.params, n, body)
 
 

@@ -1,7 +1,8 @@
 // SPDX-FileCopyrightText: 2026 commpress authors
 // SPDX-License-Identifier: Apache-2.0
 
-// The block-scaled codecs (compress/scaled.hpp: fp8, mxfp8, mxfp8_e5m2, mxfp4, nvfp4) through
+// The block-scaled codecs (compress/scaled.hpp: fp8, mxfp8, mxfp8_e5m2, mxfp4, nvfp4, terngrad,
+// natural, qsgd) through
 // the kit's CPU backend (backend/cpu/scaled.hpp):
 // - every codec of compress/codec_list.hpp that satisfies block_scaled_codec, every example
 //   configuration: the payload equals a body built here from the codec's per-group and
@@ -68,14 +69,20 @@ std::vector<float> sample(std::size_t n, std::uint32_t seed, bool extreme = fals
   return x;
 }
 
+/// The context every encode_vec call uses; its key and step are a stochastic codec's draws.
+constexpr cp::context encode_context{.seed = 1, .step = 2};
+const cp::rng_key encode_key = encode_context.key();
+constexpr std::uint64_t encode_step = encode_context.step;
+
 template <class C, class T>
 std::vector<std::byte> encode_vec(const auto& policy, const C& c, const std::vector<T>& x,
                                   cp::nonfinite_policy on = cp::nonfinite_policy::propagate,
                                   std::size_t* nonfinite = nullptr) {
   std::vector<std::byte> p(cp::max_payload_bytes(c, x.size()), std::byte{0xa5});
   std::vector<std::byte> ws(cp::workspace_bytes(policy, c, x.size()));
-  const auto r = cp::encode(policy, c, cp::context{.seed = 1, .step = 2, .on_nonfinite = on},
-                            std::span<const T>(x), std::span(p), std::span(ws));
+  cp::context ctx = encode_context;
+  ctx.on_nonfinite = on;
+  const auto r = cp::encode(policy, c, ctx, std::span<const T>(x), std::span(p), std::span(ws));
   if (nonfinite != nullptr)
     *nonfinite = r.nonfinite;
   return p;
@@ -134,10 +141,21 @@ template <class C> expected_payload expected_body(const C& c, const std::vector<
   for (std::size_t g = 0; g < groups; ++g) {
     const std::size_t first = g * len, last = std::min(n, first + len);
     const group_stats st = stats(x, first, last);
-    const typename C::scale s = st.poisoned ? C::poisoned_scale : c.make_scale(st.amax, t);
+    cp::group_statistics g_st{.amax = st.amax, .count = last - first};
+    if (c.needs_norm())
+      g_st.l2_norm = cp::scaled::l2_norm_from_sum(
+          cp::canonical_chunked_sum(last - first, [&](std::uint64_t i) {
+            return static_cast<double>(x[first + i]) * x[first + i];
+          }));
+    const typename C::scale s = st.poisoned ? C::poisoned_scale : c.make_scale(g_st, t);
     put_le(body, at + g * sizeof(s), s);
     for (std::size_t i = first; i < last; ++i) {
-      codes[i] = st.poisoned ? 0u : c.encode_value(x[i], c.make_encoder(s, t));
+      if constexpr (C::stochastic)
+        codes[i] = st.poisoned ? 0u
+                               : c.encode_value(x[i], c.make_encoder(s, t),
+                                                cp::random_u32(encode_key, encode_step, i));
+      else
+        codes[i] = st.poisoned ? 0u : c.encode_value(x[i], c.make_encoder(s, t));
       decoded[i] = c.decode_value(codes[i], c.make_decoder(s, t));
     }
   }
@@ -198,7 +216,9 @@ TEST_SUITE("compress") {
         }
       }
     });
-    CHECK(configs == 7); // fp8 (3 examples), mxfp8, mxfp8_e5m2, mxfp4, nvfp4
+    // fp8 (3 examples), mxfp8, mxfp8_e5m2, mxfp4, nvfp4, terngrad (3), natural (3), qsgd8,
+    // qsgd4 and qsgd2 (3 each)
+    CHECK(configs == 22);
   }
 
   TEST_CASE("scaled: cpu::par writes and reads the bytes of cpu::seq, f32, f16 and bf16") {
@@ -293,8 +313,10 @@ TEST_SUITE("compress") {
   }
 
   TEST_CASE("scaled: all-zero groups decode to zeros, constant groups to within rounding (mx: "
-            "exactly); tiny groups flush to zero") {
+            "exactly); tiny groups flush to zero (the deterministic codecs)") {
     for_each_scaled_config([&](const auto& c) {
+      if constexpr (std::decay_t<decltype(c)>::stochastic)
+        return; // unbiased rather than nearest: stochastic_scaled_test.cpp
       constexpr bool power_of_two_scales =
           std::is_same_v<typename std::decay_t<decltype(c)>::scale, std::uint8_t> &&
           !std::is_same_v<std::decay_t<decltype(c)>, cp::nvfp4>;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -204,5 +205,50 @@ TEST_SUITE("optim") {
       for (std::size_t i = 1; i < n; ++i)
         REQUIRE(std::isfinite(p[i]));
     }
+  }
+
+  TEST_CASE("onebit_adam: variance_floor bounds the step of near-dead elements") {
+    // Element 0 sees one tiny gradient, so its frozen v is tiny but not 0 and the zero mask does
+    // not apply. The sign codec still sends it about the tensor's scale each step: without a
+    // floor it moves by about lr * scale / sqrt(v), with one by at most lr * scale / sqrt(floor)
+    // per step.
+    const cp::pipeline<cp::ef, cp::sign> pipe{{}, {.scale = cp::sign_scale::rms}};
+    const int steps = 8, freeze = 3;
+    const float lr = 1e-3f, floor = 1e-6f;
+    for (const float variance_floor : {0.0f, floor}) {
+      CAPTURE(variance_floor);
+      cp::loopback_world world(1);
+      auto comm = world.communicator(0);
+      cp::onebit_adam opt(comm, pipe,
+                          {.lr = lr, .freeze_step = freeze, .variance_floor = variance_floor}, n);
+      auto st = opt.make_state();
+      auto e = opt.make_feedback_state();
+      std::vector<float> p = sample(3, 2.0f);
+      const float start = p[0];
+      float largest_momentum = 0.0f;
+      for (int t = 0; t < steps; ++t) {
+        auto g = gradient(0, t);
+        g[0] = t == 0 ? 1e-6f : 0.0f;
+        opt.step(cp::cpu::seq, {.step = static_cast<std::uint64_t>(t)}, st, e, std::span(p),
+                 std::span<const float>(g));
+        if (t >= freeze)
+          largest_momentum = std::max(largest_momentum, std::fabs(st.exp_avg[0]));
+      }
+      REQUIRE(st.exp_avg_sq[0] > 0.0f);
+      REQUIRE(st.exp_avg_sq[0] < 1e-12f);
+      REQUIRE(largest_momentum > 0.1f); // the compressed momentum is the tensor's scale
+      const float moved = std::fabs(p[0] - start);
+      if (variance_floor == 0.0f) {
+        CHECK(moved > 10.0f); // thousands of times lr per step
+      } else {
+        CHECK(moved <= (steps - freeze) * lr * largest_momentum / std::sqrt(floor) * 1.001f);
+        CHECK(moved > 0.0f);
+      }
+      for (std::size_t i = 1; i < n; ++i)
+        REQUIRE(std::isfinite(p[i]));
+    }
+    CHECK_FALSE(cp::onebit_adam_config{.variance_floor = -1.0f}.can_implement(4));
+    CHECK_FALSE(cp::onebit_adam_config{.variance_floor = std::numeric_limits<float>::infinity()}
+                    .can_implement(4));
   }
 }

@@ -19,7 +19,9 @@
 //   canonical NaN for either bit. With inputs free of NaN, of values beyond f16's range and of
 //   values near the float maximum, all three digests were equal before and after;
 // - every digest was recorded again when the hash moved from FNV-1a over bytes to the
-//   word-wise step of `digest`, from a build whose bytes the previous digests had confirmed.
+//   word-wise step of `digest`, from a build whose bytes the previous digests had confirmed;
+// - the stochastic codecs' digest was recorded when they were added, from a build in which
+//   their bytes equalled scaled_test.cpp's body built from the documented layout.
 
 #include <doctest/doctest.h>
 
@@ -207,21 +209,34 @@ template <class Policy> std::uint64_t quantize_digest(const Policy& p) {
   return d.h;
 }
 
-/// Every block-scaled codec of compress/codec_list.hpp, every example configuration.
-template <class Policy> std::uint64_t scaled_codecs_digest(const Policy& p) {
+/// The block-scaled codecs of each digest: the deterministic ones (fp8, MX, NVFP4) and the
+/// stochastic ones (TernGrad, natural compression, QSGD). Together they are every block-scaled
+/// codec of compress/codec_list.hpp (checked below), so a new one needs a digest recorded here.
+using deterministic_scaled =
+    cp::codec_list<cp::fp8, cp::mxfp8, cp::mxfp8_e5m2, cp::mxfp4, cp::nvfp4>;
+using stochastic_scaled =
+    cp::codec_list<cp::terngrad, cp::natural, cp::qsgd8, cp::qsgd4, cp::qsgd2>;
+
+template <class... C> constexpr std::size_t count_scaled(cp::codec_list<C...>) {
+  return (std::size_t{0} + ... + (cp::block_scaled_codec<C> ? 1 : 0));
+}
+static_assert(count_scaled(cp::all_codecs{}) ==
+                  deterministic_scaled::size + stochastic_scaled::size,
+              "a block-scaled codec of codec_list.hpp has no golden digest");
+
+/// Every example configuration of every codec of List.
+template <class List, class Policy> std::uint64_t scaled_codecs_digest(const Policy& p) {
   digest d;
-  cp::all_codecs::for_each([&](auto t) {
+  List::for_each([&](auto t) {
     using C = typename decltype(t)::type;
-    if constexpr (cp::block_scaled_codec<C>) {
-      for (const C& c : C::examples())
-        for (std::size_t n : {0u, 1u, 15u, 16u, 33u, 1003u, 70001u}) {
-          if (!c.can_implement(n))
-            continue;
-          for (int kind = 0; kind < 4; ++kind)
-            for (auto policy : policies)
-              run_all_types(p, d, c, input(n, kind, 11), policy, 2, n < 2000 && kind < 2);
-        }
-    }
+    for (const C& c : C::examples())
+      for (std::size_t n : {0u, 1u, 15u, 16u, 33u, 1003u, 70001u}) {
+        if (!c.can_implement(n))
+          continue;
+        for (int kind = 0; kind < 4; ++kind)
+          for (auto policy : policies)
+            run_all_types(p, d, c, input(n, kind, 11), policy, 2, n < 2000 && kind < 2);
+      }
   });
   return d.h;
 }
@@ -311,6 +326,7 @@ constexpr std::uint64_t golden_quantize = 0x077fa9f3b13223e0ull;
 constexpr std::uint64_t golden_other_codecs = 0x2f1cf1eb5a905a14ull;
 constexpr std::uint64_t golden_feedback = 0x38fcfac18ed7b30bull;
 constexpr std::uint64_t golden_scaled_codecs = 0xe69084f10c4d1398ull;
+constexpr std::uint64_t golden_stochastic_codecs = 0x4c1b602a762fbcb4ull;
 
 } // namespace
 
@@ -327,10 +343,21 @@ TEST_SUITE("reliability") {
                  golden_other_codecs);
   }
   TEST_CASE("golden: the block-scaled codecs (fp8, MX, NVFP4) write and read the recorded bytes") {
-    check_digest("scaled codecs (seq)", scaled_codecs_digest(cp::cpu::seq), golden_scaled_codecs);
-    check_digest("scaled codecs (par)",
-                 scaled_codecs_digest(cp::cpu::par_t{.threads = 3, .grain = 256}),
+    check_digest("scaled codecs (seq)", scaled_codecs_digest<deterministic_scaled>(cp::cpu::seq),
                  golden_scaled_codecs);
+    check_digest(
+        "scaled codecs (par)",
+        scaled_codecs_digest<deterministic_scaled>(cp::cpu::par_t{.threads = 3, .grain = 256}),
+        golden_scaled_codecs);
+  }
+  TEST_CASE("golden: the stochastic block-scaled codecs (TernGrad, natural, QSGD) write and read "
+            "the recorded bytes") {
+    check_digest("stochastic codecs (seq)", scaled_codecs_digest<stochastic_scaled>(cp::cpu::seq),
+                 golden_stochastic_codecs);
+    check_digest(
+        "stochastic codecs (par)",
+        scaled_codecs_digest<stochastic_scaled>(cp::cpu::par_t{.threads = 3, .grain = 256}),
+        golden_stochastic_codecs);
   }
   TEST_CASE("golden: error feedback and LoCo steps write the recorded payloads and states") {
     check_digest("feedback", feedback_digest(), golden_feedback);

@@ -17,10 +17,13 @@
 #include "commpress/compress/fp8.hpp"
 #include "commpress/compress/identity.hpp"
 #include "commpress/compress/mx.hpp"
+#include "commpress/compress/natural.hpp"
 #include "commpress/compress/nvfp4.hpp"
+#include "commpress/compress/qsgd.hpp"
 #include "commpress/compress/quantize.hpp"
 #include "commpress/compress/random_k.hpp"
 #include "commpress/compress/sign.hpp"
+#include "commpress/compress/terngrad.hpp"
 #include "commpress/compress/top_k.hpp"
 
 namespace commpress {
@@ -34,7 +37,7 @@ template <class... C> struct codec_list {
 
 /// @brief Every codec, one type per wire id.
 using all_codecs = codec_list<identity, cast, quantize, top_k, random_k, sign, fp8, mxfp8,
-                              mxfp8_e5m2, mxfp4, nvfp4>;
+                              mxfp8_e5m2, mxfp4, nvfp4, terngrad, natural, qsgd8, qsgd4, qsgd2>;
 
 namespace detail {
 

@@ -33,6 +33,7 @@ struct fp8 {
   std::uint32_t group = 128; ///< block: elements per block; tensor: must be 0
 
   static constexpr unsigned code_bits = 8;
+  static constexpr bool stochastic = false;
   using scale = float;
   using tensor_scale = no_tensor_scale;
   using encoder = float; ///< 1 / s, or 0 where that overflows
@@ -40,6 +41,7 @@ struct fp8 {
   static constexpr float poisoned_scale = std::numeric_limits<float>::quiet_NaN();
 
   /// Elements per group; 0: one group, the whole tensor.
+  [[nodiscard]] static constexpr bool needs_norm() noexcept { return false; }
   [[nodiscard]] constexpr std::uint64_t block_length() const noexcept {
     return granularity == scale_granularity::tensor ? 0 : group;
   }
@@ -70,9 +72,9 @@ struct fp8 {
   COMMPRESS_HOST_DEVICE tensor_scale make_tensor_scale(float) const { return {}; }
 
   /// s = amax / F, lowered by one unit in the last place where F * s overflows.
-  COMMPRESS_HOST_DEVICE scale make_scale(float amax, tensor_scale) const {
+  COMMPRESS_HOST_DEVICE scale make_scale(const group_statistics& g, tensor_scale) const {
     const float top = largest();
-    const float s = detail::div_rn(amax, top);
+    const float s = detail::div_rn(g.amax, top);
     return detail::is_finite(detail::mul_rn(top, s))
                ? s
                : detail::bits_to_float(detail::float_to_bits(s) - 1u);

@@ -37,12 +37,14 @@ template <minifloat Element> struct mx {
   static constexpr std::uint32_t block = 32;
 
   static constexpr unsigned code_bits = minifloat_bits(Element);
+  static constexpr bool stochastic = false;
   using scale = std::uint8_t; ///< E8M0
   using tensor_scale = no_tensor_scale;
   using encoder = float;                               ///< 2^-X
   using decoder = float;                               ///< 2^X (NaN for the poisoned scale)
   static constexpr std::uint8_t poisoned_scale = 0xff; ///< E8M0's NaN
 
+  [[nodiscard]] static constexpr bool needs_norm() noexcept { return false; }
   [[nodiscard]] constexpr std::uint64_t block_length() const noexcept { return block; }
   [[nodiscard]] constexpr std::uint64_t body_bytes(std::uint64_t n) const noexcept {
     return scaled::body_bytes(*this, n);
@@ -56,11 +58,11 @@ template <minifloat Element> struct mx {
   [[nodiscard]] constexpr status can_implement(std::uint64_t) const noexcept { return {}; }
 
   COMMPRESS_HOST_DEVICE tensor_scale make_tensor_scale(float) const { return {}; }
-  COMMPRESS_HOST_DEVICE scale make_scale(float amax, tensor_scale) const {
+  COMMPRESS_HOST_DEVICE scale make_scale(const group_statistics& g, tensor_scale) const {
     const detail::minifloat_format f = detail::format_of(Element);
     const float top = from_minifloat(Element, f.max_code);
     const int top_exponent = static_cast<int>(f.max_code >> f.mantissa_bits) - f.bias;
-    return static_cast<scale>(e8m0_at_least(detail::div_rn(amax, top), 127 - top_exponent));
+    return static_cast<scale>(e8m0_at_least(detail::div_rn(g.amax, top), 127 - top_exponent));
   }
   COMMPRESS_HOST_DEVICE encoder make_encoder(scale s, tensor_scale) const {
     return detail::pow2(127 - static_cast<int>(s)); // 2^-X for X = s - 127 in [-127, 125]

@@ -31,12 +31,14 @@ struct nvfp4 {
   static constexpr std::uint32_t block = 16;
 
   static constexpr unsigned code_bits = 4;
+  static constexpr bool stochastic = false;
   using scale = std::uint8_t; ///< UE4M3: an E4M3 code with the sign bit clear
   using tensor_scale = float;
   using encoder = float;                               ///< 1 / f, or 0 where that overflows
   using decoder = float;                               ///< f = value(s) * t
   static constexpr std::uint8_t poisoned_scale = 0x7f; ///< E4M3's NaN
 
+  [[nodiscard]] static constexpr bool needs_norm() noexcept { return false; }
   [[nodiscard]] constexpr std::uint64_t block_length() const noexcept { return block; }
   [[nodiscard]] constexpr std::uint64_t body_bytes(std::uint64_t n) const noexcept {
     return scaled::body_bytes(*this, n);
@@ -49,11 +51,11 @@ struct nvfp4 {
     const bool fits = detail::is_finite(detail::mul_rn(element_top, detail::mul_rn(block_top, t)));
     return fits ? t : detail::bits_to_float(detail::float_to_bits(t) - 1u);
   }
-  COMMPRESS_HOST_DEVICE scale make_scale(float amax, tensor_scale t) const {
+  COMMPRESS_HOST_DEVICE scale make_scale(const group_statistics& g, tensor_scale t) const {
     if (!(t > 0.0f))
       return 0;
     return static_cast<scale>(
-        to_minifloat(minifloat::e4m3, detail::div_rn(amax, detail::mul_rn(element_top, t))));
+        to_minifloat(minifloat::e4m3, detail::div_rn(g.amax, detail::mul_rn(element_top, t))));
   }
   COMMPRESS_HOST_DEVICE encoder make_encoder(scale s, tensor_scale t) const {
     const float k = detail::div_rn(1.0f, make_decoder(s, t));

@@ -11,13 +11,18 @@
 /// of `code_bits` bits computed from the element and its group's scale alone; a codec may also have
 /// one scale for the whole tensor, from which the group scales are formed (two-level scaling, as
 /// NVFP4's). It states only its math, as `COMMPRESS_HOST_DEVICE` members:
+/// - `needs_norm()`: whether its group scales depend on the group's L2 norm, which costs a second
+///   reduction (group_statistics says how it is formed, the same on every backend);
+/// - `stochastic`: whether an element's code depends on 32 random bits of its own,
+///   random_u32(ctx.key(), ctx.step, i) for element i (core/rng.hpp), so a code is unbiased;
 /// - `make_tensor_scale(amax)`: the tensor scale from the tensor's largest finite magnitude;
-/// - `make_scale(amax, t)`: a group's scale from its largest magnitude and the tensor scale;
-///   `poisoned_scale`: the scale of a group that holds a NaN or Inf under
+/// - `make_scale(statistics, t)`: a group's scale from its group_statistics and the tensor
+///   scale; `poisoned_scale`: the scale of a group that holds a NaN or Inf under
 ///   nonfinite_policy::propagate (its codes are all 0 and it must decode to NaN);
 /// - `make_encoder(s, t)` / `make_decoder(s, t)`: a group's per-element constants, once per
 ///   group;
-/// - `encode_value(x, encoder)` -> code, `decode_value(code, decoder)` -> value.
+/// - `encode_value(x, encoder)` -> code (`encode_value(x, encoder, random_bits)` when
+///   stochastic), `decode_value(code, decoder)` -> value.
 /// Every backend implements encode, decode, decode_accumulate and roundtrip for such a codec
 /// from these (backend/cpu/scaled.hpp for cpu::seq and cpu::par), so the bytes cannot depend on
 /// the backend.
@@ -26,6 +31,7 @@
 /// as format/bit_packing.hpp describes]. Scales are little-endian words of their type (f32 or
 /// one byte); an empty tensor has an empty body.
 
+#include <cmath>
 #include <concepts>
 #include <cstdint>
 
@@ -35,10 +41,34 @@
 
 namespace commpress {
 
+/// @brief What a block-scaled codec's group scale is formed from.
+///
+/// Non-finite elements take no part: under nonfinite_policy::propagate their group is poisoned
+/// and its scale is not formed, under zero_and_count they count as 0.
+struct group_statistics {
+  float amax = 0.0f;       ///< the largest finite |x| of the group (0 for none)
+  float l2_norm = 0.0f;    ///< only where the codec needs_norm() (else 0): sqrt of the group's
+                           ///< canonical_chunked_sum of x * x (core/canonical_sum.hpp), in double,
+                           ///< rounded to float, and the largest finite float where that overflows
+  std::uint64_t count = 0; ///< elements in the group, non-finite ones included
+};
+
 /// @brief The tensor scale of a block-scaled codec that has none; it takes no bytes.
 struct no_tensor_scale {
   friend constexpr bool operator==(no_tensor_scale, no_tensor_scale) = default;
 };
+
+/// @brief An element's encoder: encode_value(x, k, random_bits) for a stochastic codec,
+/// encode_value(x, k) for the others.
+template <class C>
+concept scaled_element_encoder =
+    (C::stochastic &&
+     requires(const C& c, float x, typename C::encoder k, std::uint32_t bits) {
+       { c.encode_value(x, k, bits) } -> std::same_as<std::uint32_t>;
+     }) ||
+    (!C::stochastic && requires(const C& c, float x, typename C::encoder k) {
+      { c.encode_value(x, k) } -> std::same_as<std::uint32_t>;
+    });
 
 /// @brief A codec that the kit implements on every backend (this file's comment).
 template <class C>
@@ -49,16 +79,19 @@ concept block_scaled_codec =
         std::same_as<typename C::tensor_scale,
                      no_tensor_scale>)&&requires(const C& c, float x, std::uint32_t code,
                                                  typename C::scale s, typename C::tensor_scale t,
-                                                 typename C::encoder k, typename C::decoder d) {
+                                                 typename C::encoder k, typename C::decoder d,
+                                                 const group_statistics& g) {
+  { c.needs_norm() } -> std::same_as<bool>;
+  { C::stochastic } -> std::convertible_to<bool>;
   { c.block_length() } -> std::same_as<std::uint64_t>;
   { c.make_tensor_scale(x) } -> std::same_as<typename C::tensor_scale>;
-  { c.make_scale(x, t) } -> std::same_as<typename C::scale>;
+  { c.make_scale(g, t) } -> std::same_as<typename C::scale>;
   { C::poisoned_scale } -> std::convertible_to<typename C::scale>;
   { c.make_encoder(s, t) } -> std::same_as<typename C::encoder>;
   { c.make_decoder(s, t) } -> std::same_as<typename C::decoder>;
-  { c.encode_value(x, k) } -> std::same_as<std::uint32_t>;
   { c.decode_value(code, d) } -> std::same_as<float>;
-};
+}
+&&scaled_element_encoder<C>;
 
 namespace scaled {
 
@@ -78,6 +111,13 @@ template <class C> constexpr std::uint64_t group_length(const C& c, std::uint64_
 /// Groups of n elements (an empty tensor has none).
 template <class C> constexpr std::uint64_t n_groups(const C& c, std::uint64_t n) {
   return n == 0 ? 0 : detail::ceil_div(n, group_length(c, n));
+}
+
+/// group_statistics::l2_norm from a group's sum of squares: sqrt in double, rounded to float,
+/// the largest finite float where that overflows.
+COMMPRESS_HOST_DEVICE inline float l2_norm_from_sum(double sum_of_squares) {
+  const double r = sqrt(sum_of_squares);
+  return r >= static_cast<double>(detail::float_max) ? detail::float_max : static_cast<float>(r);
 }
 
 /// Byte offset of group g's scale in the body.

@@ -11,6 +11,7 @@
 /// `*_rn` helpers are the `__f*_rn` intrinsics, which are never contracted; on the host the
 /// `commpress::commpress` target compiles with `-ffp-contract=off` for the same guarantee.
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -91,9 +92,21 @@ COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE bool is_finite(float x) {
   return (float_to_bits(x) & 0x7f800000u) != 0x7f800000u;
 }
 
+/// The index of the highest set bit of x != 0 (floor(log2 x)).
+COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE int highest_bit(std::uint32_t x) {
+#if defined(__CUDA_ARCH__)
+  return 31 - __clz(x);
+#else
+  return 31 - std::countl_zero(x);
+#endif
+}
+
 /// 1.5 * 2^23: adding it pushes the fraction of any |y| < 2^22 out of the mantissa, so
 /// (y + round_magic) - round_magic is y rounded to the nearest integer, ties to even.
 inline constexpr float round_magic = 12582912.0f;
+
+/// The largest finite float, 0x7f7fffff.
+inline constexpr float float_max = 3.40282346638528859811704183484516925e+38f;
 
 /// Round to nearest, ties to even, for |y| < 2^22, without relying on the current rounding mode
 /// or on SSE4.1 (round_magic).

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -34,7 +35,8 @@ namespace commpress {
 /// `adamw` (with `bias_correction`) updates m, v and the parameters.
 /// Compression stage: v is frozen; with the local gradient g,
 /// `m = beta1*m + (1-beta1)*g`, then m is replaced by the average of the ranks' compressed
-/// momenta, then `x = x - lr * (m / (sqrt(v) + eps) + wd*x)` (no bias correction, as DeepSpeed).
+/// momenta, then `x = x - lr * (m / (sqrt(max(v, variance_floor)) + eps) + wd*x)` (no bias
+/// correction, as DeepSpeed).
 struct onebit_adam_config {
   float lr = 1e-3f;
   float beta1 = 0.9f;
@@ -50,6 +52,13 @@ struct onebit_adam_config {
   /// 0, so without the mask such an element moves by +-scale / eps every step and the run
   /// diverges; this is DeepSpeed's `exp_avg_mask` (docs/methods.md 8), derived from v.
   bool mask_zero_variance = true;
+  /// The smallest variance the compression stage divides by. A 1-bit code gives every element
+  /// of a tensor the same magnitude (the tensor's scale), so an element whose frozen v is tiny
+  /// but not 0 (a pixel that is almost always 0) moves by up to lr * scale / (sqrt(v) + eps) a
+  /// step: with eps = 1e-8 and v near 1e-12 that is thousands of times lr. The floor bounds
+  /// every step by lr * scale / (sqrt(variance_floor) + eps). 0 (DeepSpeed's behaviour) turns
+  /// it off; docs/optim.md says how to choose it.
+  float variance_floor = 0.0f;
 
   /// @brief The optimizer that runs the warm-up steps.
   [[nodiscard]] constexpr adamw warmup_optimizer() const noexcept {
@@ -62,6 +71,8 @@ struct onebit_adam_config {
   }
 
   [[nodiscard]] constexpr status can_implement(std::uint64_t n) const noexcept {
+    if (!(variance_floor >= 0.0f && variance_floor < std::numeric_limits<float>::infinity()))
+      return {errc::invalid_argument, "onebit_adam: variance_floor must be finite and >= 0"};
     return warmup_optimizer().can_implement(n);
   }
 
@@ -70,12 +81,14 @@ struct onebit_adam_config {
     return detail::add_rn(detail::mul_rn(beta1, m), detail::mul_rn(1.0f - beta1, g));
   }
 
-  /// @brief Compression stage, step 3: `x - lr * (m / (sqrt(v) + eps) + wd*x)` with frozen v
-  /// (the decay term is skipped when wd == 0, as DeepSpeed's `if weight_decay > 0`; the
-  /// momentum term is skipped where v == 0 under `mask_zero_variance`).
+  /// @brief Compression stage, step 3: `x - lr * (m / (sqrt(max(v, variance_floor)) + eps) +
+  /// wd*x)` with frozen v (the decay term is skipped when wd == 0, as DeepSpeed's
+  /// `if weight_decay > 0`; the momentum term is skipped where v == 0 under
+  /// `mask_zero_variance`).
   COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE float frozen_update(float x, float m, float v) const {
     using namespace detail;
-    float u = (mask_zero_variance && v == 0.0f) ? 0.0f : div_rn(m, add_rn(sqrt_rn(v), eps));
+    const float floored = v < variance_floor ? variance_floor : v;
+    float u = (mask_zero_variance && v == 0.0f) ? 0.0f : div_rn(m, add_rn(sqrt_rn(floored), eps));
     if (weight_decay != 0.0f)
       u = add_rn(u, mul_rn(weight_decay, x));
     return sub_rn(x, mul_rn(lr, u));

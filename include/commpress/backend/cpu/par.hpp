@@ -197,8 +197,8 @@ template <> struct codec_impl<sign, cpu::par_t> {
     const nonfinite_policy policy = ctx.on_nonfinite;
     if (c.groups(n) == 1) {
       std::size_t bad = 0;
-      const double sum =
-          chunked_sum(p, n, bad, [&](std::uint64_t first, std::uint64_t m, std::size_t& count) {
+      const double sum = cpu::detail::parallel_canonical_chunked_sum(
+          p, n, bad, [&](std::uint64_t first, std::uint64_t m, std::size_t& count) {
             return canonical_sum(m, [&](std::uint64_t i) {
               return c.scale_term(screen(x[first + i], policy, count));
             });
@@ -296,8 +296,8 @@ private:
     const std::uint64_t n = in.size();
     unsigned char* bits = body + 4;
     std::size_t bad = 0;
-    const double sum =
-        chunked_sum(p, n, bad, [&](std::uint64_t first, std::uint64_t m, std::size_t& count) {
+    const double sum = cpu::detail::parallel_canonical_chunked_sum(
+        p, n, bad, [&](std::uint64_t first, std::uint64_t m, std::size_t& count) {
           if constexpr (std::is_same_v<T, float>) {
             // One chunk: sign_group's outer sum is that chunk's canonical sum.
             return sum_and_bits(c, ctx, in.data() + first, m, bits + first / 8, count);
@@ -310,26 +310,6 @@ private:
         });
     cpu::detail::store_word<float>(body, c.scale_from_sum(sum, n));
     return bad;
-  }
-
-  /// canonical_chunked_sum of a group of m terms with its chunks on p's threads. Outer lane j
-  /// adds the sums of chunks j, j + 32, j + 64, ... in that order, as canonical_chunked_sum
-  /// does, and one thread runs each lane, so the lanes and their fixed tree are seq's bits.
-  /// chunk_sum(first, len, bad) returns the canonical sum of the terms [first, first + len).
-  template <class ChunkSum>
-  static double chunked_sum(const cpu::par_t& p, std::uint64_t m, std::size_t& bad,
-                            ChunkSum&& chunk_sum) {
-    const std::uint64_t chunks = ceil_div(m, canonical_chunk);
-    double lane[canonical_lanes] = {};
-    bad += cpu::detail::parallel_sum(p, canonical_lanes, 1, [&](std::uint64_t j, std::uint64_t) {
-      std::size_t count = 0;
-      for (std::uint64_t k = j; k < chunks; k += canonical_lanes) {
-        const std::uint64_t first = k * canonical_chunk;
-        lane[j] += chunk_sum(first, std::min(m - first, canonical_chunk), count);
-      }
-      return count;
-    });
-    return fold_lanes(lane);
   }
 };
 

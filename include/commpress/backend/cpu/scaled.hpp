@@ -7,15 +7,18 @@
 /// cpu::seq and cpu::par, from the codec's per-element and per-group members alone.
 ///
 /// Encode forms the tensor scale (if the codec has one) from the largest finite magnitude of
-/// the whole tensor, then each group's scale, encoder and codes. A group holding a NaN or Inf
+/// the whole tensor, then each group's statistics (its L2 norm too where the codec needs it),
+/// scale, encoder and codes; a stochastic codec's element i draws random_u32(ctx.key(),
+/// ctx.step, i), whatever range encodes it. A group holding a NaN or Inf
 /// is sent, under nonfinite_policy::propagate, as the codec's poisoned scale with all codes 0;
 /// under zero_and_count such an element counts as 0. Decode forms each group's decoder once.
 ///
 /// cpu::par writes the same bytes: groups shorter than a range are encoded in ranges of whole
 /// groups (each range starting on a multiple of 8 elements, so its codes start on a byte);
 /// longer groups (a per-tensor scale) have their largest magnitude reduced over element ranges
-/// (a maximum, the same in any order) and their codes written over element ranges. The tensor
-/// scale's maximum is reduced the same way. Decode runs over element ranges.
+/// (a maximum, the same in any order), their norm's sum over the chunks of
+/// canonical_chunked_sum (the order of seq), and their codes written over element ranges. The
+/// tensor scale's maximum is reduced the same way. Decode runs over element ranges.
 
 #include <algorithm>
 #include <cstddef>
@@ -26,9 +29,11 @@
 #include "commpress/backend/cpu/detail/parallel.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/compress/scaled.hpp"
+#include "commpress/core/canonical_sum.hpp"
 #include "commpress/core/context.hpp"
 #include "commpress/core/dtype.hpp"
 #include "commpress/core/math.hpp"
+#include "commpress/core/rng.hpp"
 
 namespace commpress {
 namespace cpu::detail::scaled_kit {
@@ -64,6 +69,39 @@ statistics statistics_of(const T* COMMPRESS_RESTRICT x, std::uint64_t first, std
   }
   return {amax, nonfinite};
 }
+
+/// x[i] * x[i] in double (exact), 0 for a non-finite element: a term of a group's norm.
+template <element T> COMMPRESS_FORCEINLINE double square_term(const T* x, std::uint64_t i) {
+  const float v = to_float(x[i]);
+  return commpress::detail::is_finite(v) ? static_cast<double>(v) * v : 0.0;
+}
+
+/// The canonical sum of the square terms of x[first, first + m): one chunk of
+/// canonical_chunked_sum.
+template <element T>
+double chunk_sum_of_squares(const T* COMMPRESS_RESTRICT x, std::uint64_t first, std::uint64_t m) {
+  return canonical_sum(m, [&](std::uint64_t i) { return square_term(x, first + i); });
+}
+
+/// The group_statistics of x[first, last) with statistics st, as codec C needs them.
+template <class C, element T>
+group_statistics group_statistics_of(const C& c, const T* x, std::uint64_t first,
+                                     std::uint64_t last, const statistics& st) {
+  group_statistics g{.amax = st.amax(), .count = last - first};
+  if (c.needs_norm())
+    g.l2_norm = scaled::l2_norm_from_sum(canonical_chunked_sum(
+        last - first, [&](std::uint64_t i) { return square_term(x, first + i); }));
+  return g;
+}
+
+/// Where a stochastic codec's random bits come from: element i draws
+/// random_u32(key, step, i), one Philox block per four elements.
+struct random_source {
+  rng_key key{};
+  std::uint64_t step = 0;
+
+  static random_source of(const context& ctx) { return {ctx.key(), ctx.step}; }
+};
 
 /// Writes codes of `bits` bits in order from a byte boundary, least significant bit first
 /// (format/bit_packing.hpp's stream); finish() writes a partial last byte, its high bits 0.
@@ -151,23 +189,32 @@ template <class C, class Byte = unsigned char> struct layout {
 template <class C, element T>
 COMMPRESS_FORCEINLINE void put_codes(const C& c, const T* COMMPRESS_RESTRICT x, std::uint64_t first,
                                      std::uint64_t last, bool poisoned, typename C::encoder k,
-                                     code_writer<C::code_bits>& w) {
+                                     const random_source& r, code_writer<C::code_bits>& w) {
   if (poisoned) {
     for (std::uint64_t i = first; i < last; ++i)
       w.put(0);
     return;
   }
+  [[maybe_unused]] rng_block words{};
   for (std::uint64_t i = first; i < last; ++i) {
-    const float v = to_float(x[i]);
-    w.put(c.encode_value(commpress::detail::is_finite(v) ? v : 0.0f, k));
+    float v = to_float(x[i]);
+    v = commpress::detail::is_finite(v) ? v : 0.0f;
+    if constexpr (C::stochastic) {
+      if (i == first || (i & 3u) == 0)
+        words = random_block(r.key, r.step, i >> 2);
+      w.put(c.encode_value(v, k, words.v[i & 3u]));
+    } else {
+      w.put(c.encode_value(v, k));
+    }
   }
 }
 
 /// Encodes groups [g0, g1) (g0 * length a multiple of 8, so its codes start on a byte) with
 /// tensor scale t; returns their NaN/Inf count.
 template <class C, element T>
-std::size_t encode_groups(const C& c, nonfinite_policy policy, const T* x, const layout<C>& l,
-                          typename C::tensor_scale t, std::uint64_t g0, std::uint64_t g1) {
+std::size_t encode_groups(const C& c, nonfinite_policy policy, const random_source& r, const T* x,
+                          const layout<C>& l, typename C::tensor_scale t, std::uint64_t g0,
+                          std::uint64_t g1) {
   code_writer<C::code_bits> w{l.codes(c) + g0 * l.length * C::code_bits / 8};
   std::size_t bad = 0;
   for (std::uint64_t g = g0; g < g1; ++g) {
@@ -176,10 +223,11 @@ std::size_t encode_groups(const C& c, nonfinite_policy policy, const T* x, const
     const statistics st = statistics_of(x, first, last);
     bad += st.nonfinite;
     const bool poisoned = st.nonfinite != 0 && policy == nonfinite_policy::propagate;
-    const typename C::scale s = poisoned ? C::poisoned_scale : c.make_scale(st.amax(), t);
+    const typename C::scale s =
+        poisoned ? C::poisoned_scale : c.make_scale(group_statistics_of(c, x, first, last, st), t);
     l.store_scale(g, s);
     put_codes(c, x, first, last, poisoned, poisoned ? typename C::encoder{} : c.make_encoder(s, t),
-              w);
+              r, w);
   }
   w.finish();
   return bad;
@@ -234,7 +282,8 @@ template <block_scaled_codec C> struct codec_impl<C, cpu::seq_t> {
       t = c.make_tensor_scale(kit::statistics_of(in.data(), 0, in.size()).amax());
       l.store_tensor_scale(t);
     }
-    return kit::encode_groups(c, ctx.on_nonfinite, in.data(), l, t, 0, scaled::n_groups(c, l.n));
+    return kit::encode_groups(c, ctx.on_nonfinite, kit::random_source::of(ctx), in.data(), l, t, 0,
+                              scaled::n_groups(c, l.n));
   }
 
   template <element T>
@@ -276,12 +325,13 @@ template <block_scaled_codec C> struct codec_impl<C, cpu::par_t> {
       t = c.make_tensor_scale(statistics(p, x, 0, n).amax());
       l.store_tensor_scale(t);
     }
+    const kit::random_source r = kit::random_source::of(ctx);
     const std::uint64_t step = cpu::detail::range_elements(p);
     if (l.length < step)
       return cpu::detail::parallel_sum(
           p, scaled::n_groups(c, n), cpu::detail::group_step(p, l.length),
           [&](std::uint64_t g0, std::uint64_t g1) {
-            return kit::encode_groups(c, ctx.on_nonfinite, x, l, t, g0, g1);
+            return kit::encode_groups(c, ctx.on_nonfinite, r, x, l, t, g0, g1);
           });
     // Long groups: each group's statistics, then its codes, over element ranges.
     std::size_t bad = 0;
@@ -291,12 +341,14 @@ template <block_scaled_codec C> struct codec_impl<C, cpu::par_t> {
       const kit::statistics st = statistics(p, x, first, last);
       bad += st.nonfinite;
       const bool poisoned = st.nonfinite != 0 && ctx.on_nonfinite == nonfinite_policy::propagate;
-      const typename C::scale s = poisoned ? C::poisoned_scale : c.make_scale(st.amax(), t);
+      const typename C::scale s =
+          poisoned ? C::poisoned_scale
+                   : c.make_scale(long_group_statistics(p, c, x, first, last, st), t);
       l.store_scale(g, s);
       const typename C::encoder k = poisoned ? typename C::encoder{} : c.make_encoder(s, t);
       cpu::detail::parallel_for(p, last - first, step, [&](std::uint64_t a, std::uint64_t b) {
         kit::code_writer<C::code_bits> w{l.codes(c) + (first + a) * C::code_bits / 8};
-        kit::put_codes(c, x, first + a, first + b, poisoned, k, w);
+        kit::put_codes(c, x, first + a, first + b, poisoned, k, r, w);
         w.finish();
       });
     }
@@ -329,6 +381,23 @@ template <block_scaled_codec C> struct codec_impl<C, cpu::par_t> {
   }
 
 private:
+  /// The group_statistics of the long group x[first, last) with statistics st: its norm's
+  /// chunks on p's threads.
+  template <element T>
+  static group_statistics long_group_statistics(const cpu::par_t& p, const C& c, const T* x,
+                                                std::uint64_t first, std::uint64_t last,
+                                                const cpu::detail::scaled_kit::statistics& st) {
+    group_statistics g{.amax = st.amax(), .count = last - first};
+    if (c.needs_norm()) {
+      std::size_t unused = 0;
+      g.l2_norm = scaled::l2_norm_from_sum(cpu::detail::parallel_canonical_chunked_sum(
+          p, last - first, unused, [&](std::uint64_t a, std::uint64_t m, std::size_t&) {
+            return cpu::detail::scaled_kit::chunk_sum_of_squares(x, first + a, m);
+          }));
+    }
+    return g;
+  }
+
   /// Statistics of x[first, last), reduced over element ranges.
   template <element T>
   static cpu::detail::scaled_kit::statistics statistics(const cpu::par_t& p, const T* x,

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "commpress/backend/cpu/policy.hpp"
+#include "commpress/core/canonical_sum.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -107,6 +108,27 @@ void parallel_for(const par_t& p, std::uint64_t n, std::uint64_t step, Body&& bo
     body(first, last);
     return 0;
   });
+}
+
+/// canonical_chunked_sum (core/canonical_sum.hpp) of m terms with its chunks on p's threads.
+/// Outer lane j adds the sums of chunks j, j + 32, j + 64, ... in that order, as
+/// canonical_chunked_sum does, and one thread runs each lane, so the lanes and their fixed tree
+/// give seq's bits. chunk_sum(first, len, bad) returns the canonical sum of the terms
+/// [first, first + len) and counts their non-finite elements into bad.
+template <class ChunkSum>
+double parallel_canonical_chunked_sum(const par_t& p, std::uint64_t m, std::size_t& bad,
+                                      ChunkSum&& chunk_sum) {
+  const std::uint64_t chunks = (m + canonical_chunk - 1) / canonical_chunk;
+  double lane[canonical_lanes] = {};
+  bad += parallel_sum(p, canonical_lanes, 1, [&](std::uint64_t j, std::uint64_t) {
+    std::size_t count = 0;
+    for (std::uint64_t k = j; k < chunks; k += canonical_lanes) {
+      const std::uint64_t first = k * canonical_chunk;
+      lane[j] += chunk_sum(first, m - first < canonical_chunk ? m - first : canonical_chunk, count);
+    }
+    return count;
+  });
+  return commpress::detail::fold_lanes(lane);
 }
 
 } // namespace commpress::cpu::detail
