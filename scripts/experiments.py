@@ -75,8 +75,11 @@ def dp_runs():
             dp(f"dp-q{b}-loco", f"{b}-bit LoCo (beta 0.8, 8-bit error)",
                ["--codec", dpq(b), "--feedback", "loco:int8", "--beta", "0.8"]),
         ]
-    runs.append(dp("dp-onebit", "1-bit Adam (sign + EF, 20% warm-up)",
-                   ["--optimizer", "onebit_adam", "--codec", "sign", "--feedback", "ef"]))
+    onebit = ["--optimizer", "onebit_adam", "--codec", "sign", "--feedback", "ef"]
+    runs.append(dp("dp-onebit", "1-bit Adam (sign + EF, 20% warm-up, variance floor 1e-8)",
+                   onebit + ["--variance-floor", "1e-8"]))
+    runs.append(dp("dp-onebit-nofloor", "1-bit Adam without a variance floor (DeepSpeed's)",
+                   onebit))
     return runs
 
 
