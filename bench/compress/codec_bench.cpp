@@ -169,6 +169,11 @@ int main(int argc, char** argv) {
   register_codec("mxfp8", cp::mxfp8{});
   register_codec("mxfp4", cp::mxfp4{});
   register_codec("nvfp4", cp::nvfp4{});
+  register_codec("terngrad_tensor", cp::terngrad{});
+  register_codec("terngrad_block128_clip", cp::terngrad{.block = 128, .clip_sigmas = 2.5f});
+  register_codec("natural_tensor", cp::natural{});
+  register_codec("qsgd8_block512", cp::qsgd8{.block = 512});
+  register_codec("qsgd4_tensor", cp::qsgd4{});
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv))
     return 1;

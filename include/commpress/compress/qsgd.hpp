@@ -97,7 +97,9 @@ template <unsigned Bits> struct qsgd {
     std::uint32_t level = static_cast<std::uint32_t>(whole) +
                           (uniform_from_bits(bits) < detail::sub_rn(y, whole) ? 1u : 0u);
     level = level > levels ? levels : level;
-    return level == 0 ? 0u : ((detail::float_to_bits(x) >> 31) << (Bits - 1)) | level;
+    // Level 0 carries no sign (0, not -0); selects, not branches, for a random level.
+    const std::uint32_t sign = (detail::float_to_bits(x) >> 31) & (level != 0 ? 1u : 0u);
+    return (sign << (Bits - 1)) | level;
   }
   COMMPRESS_HOST_DEVICE float decode_value(std::uint32_t code, decoder d) const {
     const float magnitude = detail::mul_rn(static_cast<float>(code & max_levels), d);

@@ -86,8 +86,9 @@ struct terngrad {
   /// Eq. 3: sign(x) * s * b, b ~ Bernoulli(min(|x|, s) / s).
   COMMPRESS_HOST_DEVICE std::uint32_t encode_value(float x, encoder k, std::uint32_t bits) const {
     const float p = detail::mul_rn(detail::mul_rn(detail::abs(x), k.pre), k.inv);
-    const bool kept = uniform_from_bits(bits) < p;
-    return kept ? ((detail::float_to_bits(x) >> 31) << 1) | 1u : 0u;
+    // Kept or not is a coin flip: a product, not a branch the CPU would mispredict half the time.
+    const std::uint32_t kept = uniform_from_bits(bits) < p ? 1u : 0u;
+    return kept * (((detail::float_to_bits(x) >> 31) << 1) | 1u);
   }
   COMMPRESS_HOST_DEVICE float decode_value(std::uint32_t code, decoder s) const {
     const float v = (code & 1u) == 0 ? 0.0f : (code & 2u) != 0 ? -1.0f : 1.0f;

@@ -27,6 +27,7 @@
 
 #include "commpress/backend/cpu/detail/element_io.hpp"
 #include "commpress/backend/cpu/detail/parallel.hpp"
+#include "commpress/backend/cpu/detail/philox.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/compress/scaled.hpp"
 #include "commpress/core/canonical_sum.hpp"
@@ -184,6 +185,18 @@ template <class C, class Byte = unsigned char> struct layout {
   }
 };
 
+/// Elements whose random words a stochastic codec draws at once, on the vector layer's Philox
+/// (philox_words gives random_block's bits). Ranges shorter than random_batch_min draw one block
+/// at a time, since philox_words computes whole steps of philox_step_blocks blocks.
+inline constexpr std::uint64_t random_batch = 512;
+inline constexpr std::uint64_t random_batch_min = 64;
+
+/// The element of x[i] that a code encodes: 0 for a non-finite one (zero_and_count).
+template <element T> COMMPRESS_FORCEINLINE float finite_or_zero(const T* x, std::uint64_t i) {
+  const float v = to_float(x[i]);
+  return commpress::detail::is_finite(v) ? v : 0.0f;
+}
+
 /// The codes of x[first, last), one group with encoder k (a poisoned group: all 0), into the
 /// writer; zero_and_count's non-finite elements count as 0.
 template <class C, element T>
@@ -195,16 +208,25 @@ COMMPRESS_FORCEINLINE void put_codes(const C& c, const T* COMMPRESS_RESTRICT x, 
       w.put(0);
     return;
   }
-  [[maybe_unused]] rng_block words{};
-  for (std::uint64_t i = first; i < last; ++i) {
-    float v = to_float(x[i]);
-    v = commpress::detail::is_finite(v) ? v : 0.0f;
-    if constexpr (C::stochastic) {
+  if constexpr (!C::stochastic) {
+    for (std::uint64_t i = first; i < last; ++i)
+      w.put(c.encode_value(finite_or_zero(x, i), k));
+  } else if (last - first < random_batch_min) {
+    rng_block words{};
+    for (std::uint64_t i = first; i < last; ++i) {
       if (i == first || (i & 3u) == 0)
         words = random_block(r.key, r.step, i >> 2);
-      w.put(c.encode_value(v, k, words.v[i & 3u]));
-    } else {
-      w.put(c.encode_value(v, k));
+      w.put(c.encode_value(finite_or_zero(x, i), k, words.v[i & 3u]));
+    }
+  } else {
+    alignas(64) std::uint32_t words[4 * (random_batch / 4 + philox_step_blocks)];
+    for (std::uint64_t b = first; b < last; b += random_batch) {
+      const std::uint64_t e = last - b < random_batch ? last : b + random_batch;
+      const std::uint64_t block0 = b >> 2;
+      philox_words(r.key, r.step, block0, static_cast<std::size_t>(((e - 1) >> 2) - block0 + 1),
+                   words);
+      for (std::uint64_t i = b; i < e; ++i)
+        w.put(c.encode_value(finite_or_zero(x, i), k, words[i - 4 * block0]));
     }
   }
 }
