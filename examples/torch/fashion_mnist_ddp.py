@@ -2,13 +2,16 @@
 # SPDX-FileCopyrightText: 2026 commpress authors
 # SPDX-License-Identifier: Apache-2.0
 """Fashion-MNIST with DistributedDataParallel on gloo processes, uncompressed and with the
-commpress hook (4-bit LoCo: loco with an int8 error store, beta 0.8, 4-bit block quantization).
+commpress hook (by default 4-bit LoCo: loco with an int8 error store, beta 0.8, 4-bit block
+quantization; --codec and --feedback choose any other codec and feedback).
 
-Prints each run's test accuracy and the bytes its gradients took on the wire. The data comes
-from Debian's dataset-fashion-mnist package (IDX files, gzip), never from the network:
+Prints each run's test accuracy, the bits per gradient element its payloads took and the bytes
+on the wire. The data comes from Debian's dataset-fashion-mnist package (IDX files, gzip),
+never from the network:
 
     .venv/bin/python examples/torch/fashion_mnist_ddp.py            # 4 processes, both runs
     .venv/bin/python examples/torch/fashion_mnist_ddp.py --epochs 1 --ranks 2
+    .venv/bin/python examples/torch/fashion_mnist_ddp.py --codec terngrad,qsgd4 --feedback ef
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import argparse
 import gzip
 import multiprocessing as mp
 import os
+import queue
 import socket
 import struct
 import time
@@ -64,21 +68,46 @@ def make_model() -> torch.nn.Module:
     )
 
 
-def loco4() -> cp.pipeline:
-    return cp.pipeline(
-        cp.loco(beta=0.8, reset_every=0, storage=cp.store_int8),
-        cp.quantize(bits=4, granularity=cp.scale_granularity.block, group=128),
-    )
+# --codec NAME: every codec family, in a configuration a trainer would start from.
+CODECS = {
+    "q4": lambda: cp.quantize(bits=4, granularity=cp.scale_granularity.block, group=128),
+    "q2": lambda: cp.quantize(bits=2, granularity=cp.scale_granularity.block, group=128),
+    "q4-stochastic": lambda: cp.quantize(
+        bits=4, granularity=cp.scale_granularity.block, group=128, round=cp.rounding.stochastic
+    ),
+    "bf16": lambda: cp.cast(to=cp.dtype.bf16),
+    "topk10": lambda: cp.top_k(fraction=0.1),
+    "randomk10": lambda: cp.random_k(fraction=0.1, unbiased=True),
+    "sign": lambda: cp.sign(scale=cp.sign_scale.rms),
+    "fp8": lambda: cp.fp8(),
+    "mxfp8": lambda: cp.mxfp8(),
+    "mxfp4": lambda: cp.mxfp4(),
+    "nvfp4": lambda: cp.nvfp4(),
+    "terngrad": lambda: cp.terngrad(block=512, clip_sigmas=2.5),
+    "natural": lambda: cp.natural(block=512),
+    "qsgd8": lambda: cp.qsgd8(block=512),
+    "qsgd4": lambda: cp.qsgd4(block=512),
+    "qsgd2": lambda: cp.qsgd2(block=512),
+}
+FEEDBACK = {
+    "none": lambda: cp.none(),
+    "ef": lambda: cp.ef(),
+    "loco": lambda: cp.loco(beta=0.8, reset_every=0, storage=cp.store_int8),
+}
 
 
-def worker(rank: int, world: int, port: int, compressed: bool, args: argparse.Namespace, q: "mp.Queue") -> None:
+def make_pipeline(codec: str, feedback: str) -> cp.pipeline:
+    return cp.pipeline(FEEDBACK[feedback](), CODECS[codec]())
+
+
+def worker(rank: int, world: int, port: int, codec: Optional[str], args: argparse.Namespace, q: "mp.Queue") -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     x, y = load("train")
     if args.train_limit:
         x, y = x[: args.train_limit], y[: args.train_limit]
     model = DDP(make_model())
-    hook = CompressionHook(model, loco4(), seed=1).register(model) if compressed else None
+    hook = CompressionHook(model, make_pipeline(codec, args.feedback), seed=1).register(model) if codec else None
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     g = torch.Generator().manual_seed(42)
     uncompressed_bytes = 0
@@ -105,16 +134,31 @@ def worker(rank: int, world: int, port: int, compressed: bool, args: argparse.Na
     dist.destroy_process_group()
 
 
-def run(compressed: bool, args: argparse.Namespace) -> Dict[str, float]:
+def payload_bits(codec: str) -> float:
+    """Bits per gradient element of one payload per parameter tensor, headers included."""
+    sizes = [p.numel() for p in make_model().parameters()]
+    return 8 * sum(cp.max_payload_bytes(CODECS[codec](), n) for n in sizes) / sum(sizes)
+
+
+def run(codec: Optional[str], args: argparse.Namespace) -> Dict[str, float]:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    procs = [ctx.Process(target=worker, args=(r, args.ranks, port, compressed, args, q)) for r in range(args.ranks)]
+    procs = [ctx.Process(target=worker, args=(r, args.ranks, port, codec, args, q)) for r in range(args.ranks)]
     for p in procs:
         p.start()
-    results = [q.get(timeout=3600) for _ in procs]
+    results = []
+    while len(results) < len(procs):
+        try:
+            results.append(q.get(timeout=5))
+        except queue.Empty:
+            failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if failed:  # a rank died: the others would wait in a collective forever
+                for p in procs:
+                    p.kill()
+                raise SystemExit(f"a worker exited with code {failed[0]} (its traceback is above)")
     for p in procs:
         p.join()
     return next(r for r in results if r is not None)
@@ -127,17 +171,28 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=32, help="per rank")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--train-limit", type=int, default=0, help="use the first N training images (0: all)")
+    ap.add_argument("--codec", default="q4", help="comma-separated, of: " + ", ".join(CODECS))
+    ap.add_argument("--feedback", default="loco", choices=sorted(FEEDBACK))
     args = ap.parse_args()
-    plain = run(False, args)
-    loco = run(True, args)
+    codecs = args.codec.split(",")
+    for c in codecs:
+        if c not in CODECS:
+            ap.error(f"--codec {c}: not one of {', '.join(CODECS)}")
+    plain = run(None, args)
     mib = 1 << 20
-    print(f"DDP on {args.ranks} gloo processes, {args.epochs} epochs, batch {args.batch} per rank")
-    print(f"  uncompressed : accuracy {100 * plain['accuracy']:.2f}%  sent {plain['sent'] / mib:8.1f} MiB per rank  ({plain['seconds']:.0f} s)")
-    print(
-        f"  4-bit LoCo   : accuracy {100 * loco['accuracy']:.2f}%  sent {loco['sent'] / mib:8.1f} MiB per rank  ({loco['seconds']:.0f} s)"
-        f"  -> {loco['uncompressed'] / loco['sent']:.1f}x fewer bytes, {(loco['uncompressed'] - loco['sent']) / mib:.1f} MiB saved"
-    )
-    print(f"  accuracy difference: {100 * (loco['accuracy'] - plain['accuracy']):+.2f} points")
+    print(f"DDP on {args.ranks} gloo processes, {args.epochs} epochs, batch {args.batch} per rank, SGD lr {args.lr}")
+    print(f"  {'uncompressed':28s}: accuracy {100 * plain['accuracy']:.2f}%  32.00 bits/element  "
+          f"sent {plain['sent'] / mib:8.1f} MiB per rank  ({plain['seconds']:.0f} s)")
+    for c in codecs:
+        r = run(c, args)
+        label = f"{c} + {args.feedback}"
+        print(
+            f"  {label:28s}: accuracy {100 * r['accuracy']:.2f}%  {payload_bits(c):5.2f} bits/element  "
+            f"sent {r['sent'] / mib:8.1f} MiB per rank  ({r['seconds']:.0f} s)  -> "
+            f"{r['uncompressed'] / r['sent']:.1f}x fewer bytes, "
+            f"{100 * (r['accuracy'] - plain['accuracy']):+.2f} points",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -59,10 +59,11 @@ def test_stubs_cover_the_module():
 )
 def test_fashion_mnist_example_runs():
     out = subprocess.run(
-        [sys.executable, str(ROOT / "examples/torch/fashion_mnist_ddp.py"), "--ranks", "2", "--epochs", "1", "--train-limit", "4000"],
+        [sys.executable, str(ROOT / "examples/torch/fashion_mnist_ddp.py"), "--ranks", "2", "--epochs", "1",
+         "--train-limit", "4000", "--codec", "q4,terngrad"],
         capture_output=True, text=True, timeout=300,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     acc = [float(a) for a in re.findall(r"accuracy (\d+\.\d+)%", out.stdout)]
-    assert len(acc) == 2 and min(acc) > 60.0, out.stdout
+    assert len(acc) == 3 and min(acc) > 60.0, out.stdout
     assert "fewer bytes" in out.stdout
