@@ -42,12 +42,7 @@ template <unsigned Bits> struct qsgd {
   static constexpr bool stochastic = true;
   using scale = float; ///< the group's L2 norm r
   using tensor_scale = no_tensor_scale;
-  /// The level of x is |x| * pre * inv: pre = 2^64 where s / r alone would overflow (r below
-  /// 2^-100), so a tiny group's elements are scaled up exactly first.
-  struct encoder {
-    float pre = 0.0f;
-    float inv = 0.0f; ///< s / (r * pre); 0 for an all-zero group
-  };
+  using encoder = scaled::prescaled_ratio; ///< y = |x| s / r
   using decoder = float; ///< r / s, lowered by one unit in the last place where s of it overflows
   static constexpr float poisoned_scale = std::numeric_limits<float>::quiet_NaN();
 
@@ -75,10 +70,7 @@ template <unsigned Bits> struct qsgd {
     return g.l2_norm;
   }
   COMMPRESS_HOST_DEVICE encoder make_encoder(scale r, tensor_scale) const {
-    if (!(r > 0.0f))
-      return {};
-    const float pre = r < 0x1p-100f ? 0x1p64f : 1.0f;
-    return {pre, detail::div_rn(static_cast<float>(levels), detail::mul_rn(r, pre))};
+    return encoder::of(static_cast<float>(levels), r);
   }
   COMMPRESS_HOST_DEVICE decoder make_decoder(scale r, tensor_scale) const {
     const float s = static_cast<float>(levels);
@@ -90,7 +82,7 @@ template <unsigned Bits> struct qsgd {
 
   /// The paper's xi: floor(y) + 1 with probability y - floor(y), y = |x| s / r, at most s.
   COMMPRESS_HOST_DEVICE std::uint32_t encode_value(float x, encoder k, std::uint32_t bits) const {
-    const float y = detail::mul_rn(detail::mul_rn(detail::abs(x), k.pre), k.inv);
+    const float y = k.of_magnitude(x);
     if (!(y > 0.0f))
       return 0u;
     const float whole = detail::floor_small(y);

@@ -95,6 +95,25 @@ concept block_scaled_codec =
 
 namespace scaled {
 
+/// @brief |x| * (numerator / s) for a group scale s > 0 that may be tiny, without overflow:
+/// where s is below 2^-100 the magnitude is scaled by 2^64 first (exactly), so that
+/// numerator / (s * 2^64) stays finite for every finite s. An all-zero group (s = 0): 0.
+struct prescaled_ratio {
+  float pre = 0.0f;
+  float inv = 0.0f; ///< numerator / (s * pre); 0 for s = 0
+
+  COMMPRESS_HOST_DEVICE static prescaled_ratio of(float numerator, float s) {
+    if (!(s > 0.0f))
+      return {};
+    const float pre = s < 0x1p-100f ? 0x1p64f : 1.0f;
+    return {pre, detail::div_rn(numerator, detail::mul_rn(s, pre))};
+  }
+  /// (|x| * pre) * inv, each product rounded once.
+  COMMPRESS_HOST_DEVICE float of_magnitude(float x) const {
+    return detail::mul_rn(detail::mul_rn(detail::abs(x), pre), inv);
+  }
+};
+
 /// Bytes of codec C's tensor scale (0 when it has none).
 template <class C>
 inline constexpr std::uint64_t tensor_scale_bytes =

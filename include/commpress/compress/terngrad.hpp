@@ -37,13 +37,8 @@ struct terngrad {
   static constexpr bool stochastic = true;
   using scale = float;
   using tensor_scale = no_tensor_scale;
-  /// The keep probability is (|x| * pre) * inv: pre = 2^64 where 1 / s alone would overflow
-  /// (s below 2^-128), so a tiny group's elements are scaled up exactly first.
-  struct encoder {
-    float pre = 0.0f;
-    float inv = 0.0f; ///< 1 / (s * pre); 0 for an all-zero group
-  };
-  using decoder = float; ///< s
+  using encoder = scaled::prescaled_ratio; ///< the keep probability |x| / s
+  using decoder = float;                   ///< s
   static constexpr float poisoned_scale = std::numeric_limits<float>::quiet_NaN();
 
   /// The norm is formed only where the scale is clipped.
@@ -76,16 +71,13 @@ struct terngrad {
     return clip < static_cast<double>(g.amax) ? static_cast<float>(clip) : g.amax;
   }
   COMMPRESS_HOST_DEVICE encoder make_encoder(scale s, tensor_scale) const {
-    if (!(s > 0.0f))
-      return {};
-    const float pre = s < 0x1p-100f ? 0x1p64f : 1.0f;
-    return {pre, detail::div_rn(1.0f, detail::mul_rn(s, pre))};
+    return encoder::of(1.0f, s);
   }
   COMMPRESS_HOST_DEVICE decoder make_decoder(scale s, tensor_scale) const { return s; }
 
   /// Eq. 3: sign(x) * s * b, b ~ Bernoulli(min(|x|, s) / s).
   COMMPRESS_HOST_DEVICE std::uint32_t encode_value(float x, encoder k, std::uint32_t bits) const {
-    const float p = detail::mul_rn(detail::mul_rn(detail::abs(x), k.pre), k.inv);
+    const float p = k.of_magnitude(x);
     // Kept or not is a coin flip: a product, not a branch the CPU would mispredict half the time.
     const std::uint32_t kept = uniform_from_bits(bits) < p ? 1u : 0u;
     return kept * (((detail::float_to_bits(x) >> 31) << 1) | 1u);

@@ -11,11 +11,13 @@
 /// non-finite elements, an integer sum. So the bytes are the same for any team size, and with
 /// OpenMP off (the pragma ignored) the same loop runs the ranges in order on one thread.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/core/canonical_sum.hpp"
+#include "commpress/core/math.hpp"
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -118,13 +120,13 @@ void parallel_for(const par_t& p, std::uint64_t n, std::uint64_t step, Body&& bo
 template <class ChunkSum>
 double parallel_canonical_chunked_sum(const par_t& p, std::uint64_t m, std::size_t& bad,
                                       ChunkSum&& chunk_sum) {
-  const std::uint64_t chunks = (m + canonical_chunk - 1) / canonical_chunk;
+  const std::uint64_t chunks = commpress::detail::ceil_div(m, canonical_chunk);
   double lane[canonical_lanes] = {};
   bad += parallel_sum(p, canonical_lanes, 1, [&](std::uint64_t j, std::uint64_t) {
     std::size_t count = 0;
     for (std::uint64_t k = j; k < chunks; k += canonical_lanes) {
       const std::uint64_t first = k * canonical_chunk;
-      lane[j] += chunk_sum(first, m - first < canonical_chunk ? m - first : canonical_chunk, count);
+      lane[j] += chunk_sum(first, std::min(m - first, canonical_chunk), count);
     }
     return count;
   });
