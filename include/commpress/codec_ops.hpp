@@ -107,6 +107,25 @@ template <codec C> void check_can_implement(const C& c, std::uint64_t n) {
   COMMPRESS_EXPECTS(s, s.code, "codec", s.message);
 }
 
+/// roundtrip without its checks: the implementation's own roundtrip, or an encode into the
+/// workspace and a decode. Returns the NaN/Inf count.
+template <class Policy, codec C>
+std::size_t roundtrip_body(const Policy& policy, const C& c, const context& ctx, std::span<float> x,
+                           std::span<std::byte> workspace) {
+  using impl = host_impl_t<C, Policy>;
+  if constexpr (impl::custom_roundtrip) {
+    return impl::roundtrip(policy, c, ctx, x, workspace);
+  } else {
+    const std::uint64_t n = x.size();
+    const std::uint64_t own = impl::workspace_bytes(c, n);
+    auto* body_ptr = reinterpret_cast<unsigned char*>(workspace.data() + own);
+    const std::size_t nonfinite = impl::encode_body(policy, c, ctx, std::span<const float>(x),
+                                                    body_ptr, workspace.first(own));
+    impl::decode_body(policy, c, format::header_of(c, ctx, dtype::f32, n), body_ptr, x);
+    return nonfinite;
+  }
+}
+
 } // namespace detail
 
 /// @brief Scratch bytes `encode` and `roundtrip` need for n elements (often 0).
@@ -165,7 +184,7 @@ payload_header decode(const Policy& policy, const C& c, std::span<const std::byt
                       std::span<T> out) {
   const std::uint64_t n = out.size();
   detail::check_can_implement(c, n);
-  const payload_header h = format::validate(payload, C::id, c.params(), n, c.body_bytes(n));
+  const payload_header h = format::validate_for(payload, c, n);
   const auto* body = reinterpret_cast<const unsigned char*>(payload.data() + format::header_bytes);
   detail::host_impl_t<C, Policy>::decode_body(policy, c, h, body, out);
   return h;
@@ -180,7 +199,7 @@ payload_header decode_accumulate(const Policy& policy, const C& c,
                                  float weight = 1.0f) {
   const std::uint64_t n = acc.size();
   detail::check_can_implement(c, n);
-  const payload_header h = format::validate(payload, C::id, c.params(), n, c.body_bytes(n));
+  const payload_header h = format::validate_for(payload, c, n);
   const auto* body = reinterpret_cast<const unsigned char*>(payload.data() + format::header_bytes);
   detail::host_impl_t<C, Policy>::accumulate_body(policy, c, h, body, acc, weight);
   return h;
@@ -192,7 +211,6 @@ payload_header decode_accumulate(const Policy& policy, const C& c,
 template <host_policy Policy, codec C>
 encode_result roundtrip(const Policy& policy, const C& c, const context& ctx, std::span<float> x,
                         std::span<std::byte> workspace) {
-  using impl = detail::host_impl_t<C, Policy>;
   const std::uint64_t n = x.size();
   detail::check_can_implement(c, n);
   COMMPRESS_EXPECTS(workspace.size() >= workspace_bytes(policy, c, n), errc::buffer_too_small,
@@ -202,16 +220,7 @@ encode_result roundtrip(const Policy& policy, const C& c, const context& ctx, st
     COMMPRESS_EXPECTS(bad == 0, errc::non_finite, "roundtrip",
                       std::to_string(bad) + " NaN/Inf input elements");
   }
-  if constexpr (impl::custom_roundtrip) {
-    return {0, impl::roundtrip(policy, c, ctx, x, workspace)};
-  } else {
-    const std::uint64_t own = impl::workspace_bytes(c, n);
-    auto* body_ptr = reinterpret_cast<unsigned char*>(workspace.data() + own);
-    const std::size_t nonfinite = impl::encode_body(policy, c, ctx, std::span<const float>(x),
-                                                    body_ptr, workspace.first(own));
-    impl::decode_body(policy, c, format::header_of(c, ctx, dtype::f32, n), body_ptr, x);
-    return {0, nonfinite};
-  }
+  return {0, detail::roundtrip_body(policy, c, ctx, x, workspace)};
 }
 
 } // namespace commpress

@@ -496,7 +496,7 @@ ids_span channel_ids(bool keyed_end, const std::optional<in_array>& ids, array_i
 /// Validates a random_k payload against `c` and returns its header.
 payload_header check_random_k(const random_k& c, cbytes payload) {
   const payload_header env = format::validate_envelope(payload);
-  return format::validate(payload, random_k::id, c.params(), env.count, c.body_bytes(env.count));
+  return format::validate_for(payload, c, env.count);
 }
 
 } // namespace

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "commpress/compress/codec_list.hpp"
+#include "commpress/compress/rotated.hpp"
 #include "commpress/core/context.hpp"
 #include "commpress/feedback/aq_sgd.hpp"
 #include "commpress/feedback/ef.hpp"
@@ -30,12 +31,19 @@
 
 namespace commpress::py {
 
-/// The std::variant of the codecs of a codec_list.
-template <class L> struct variant_of;
-template <class... C> struct variant_of<codec_list<C...>> { using type = std::variant<C...>; };
+/// The std::variant of the codecs of two codec_lists.
+template <class L, class M> struct variant_of;
+template <class... C, class... R> struct variant_of<codec_list<C...>, codec_list<R...>> {
+  using type = std::variant<C..., R...>;
+};
 
-/// Every codec configuration the module knows: all of compress/codec_list.hpp, in its order.
-using any_codec = variant_of<all_codecs>::type;
+/// The rotated codecs the module binds (compress/rotated.hpp): the randomized Hadamard
+/// rotation before quantize, sign and MXFP4.
+using rotated_codecs = codec_list<rotated<quantize>, rotated<sign>, rotated<mxfp4>>;
+
+/// Every codec configuration the module knows: all of compress/codec_list.hpp, in its order,
+/// then the rotated codecs.
+using any_codec = variant_of<all_codecs, rotated_codecs>::type;
 
 /// Every feedback configuration: each error storage of loco and aq_sgd is its own C++ type.
 using any_feedback = std::variant<none, ef, ef21, loco<store_f32>, loco<store_bf16>,

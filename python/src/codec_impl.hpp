@@ -18,6 +18,7 @@
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/backend/cpu/quantize.hpp"
 #include "commpress/backend/cpu/random_k.hpp"
+#include "commpress/backend/cpu/rotated.hpp"
 #include "commpress/backend/cpu/scaled.hpp"
 #include "commpress/backend/cpu/sign.hpp"
 #include "commpress/backend/cpu/top_k.hpp"

@@ -32,9 +32,10 @@ cuda::device_status* status_of(void* s) {
   return static_cast<cuda::device_status*>(s);
 }
 
-/// Whether codec C runs on the device: the block-scaled codecs of the kit have no CUDA
-/// implementation yet.
+/// Whether codec C runs on the device: the block-scaled codecs of the kit and the rotated
+/// codecs have no CUDA implementation yet.
 template <class C> constexpr bool on_device = !block_scaled_codec<C>;
+template <class C> constexpr bool on_device<rotated<C>> = false;
 
 [[noreturn]] void host_only() {
   detail::throw_error(errc::invalid_argument, "python",
@@ -116,5 +117,8 @@ template struct cuda_codec_ops<natural>;
 template struct cuda_codec_ops<qsgd8>;
 template struct cuda_codec_ops<qsgd4>;
 template struct cuda_codec_ops<qsgd2>;
+template struct cuda_codec_ops<rotated<quantize>>;
+template struct cuda_codec_ops<rotated<sign>>;
+template struct cuda_codec_ops<rotated<mxfp4>>;
 
 } // namespace commpress::py

@@ -63,5 +63,8 @@ template struct cuda_codec_ops<natural>;
 template struct cuda_codec_ops<qsgd8>;
 template struct cuda_codec_ops<qsgd4>;
 template struct cuda_codec_ops<qsgd2>;
+template struct cuda_codec_ops<rotated<quantize>>;
+template struct cuda_codec_ops<rotated<sign>>;
+template struct cuda_codec_ops<rotated<mxfp4>>;
 
 } // namespace commpress::py

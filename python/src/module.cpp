@@ -78,6 +78,21 @@ template <unsigned Bits> void bind_qsgd(nb::module_& m, const char* name) {
   add_common(c, name, {"block", "levels"});
 }
 
+/// rotated<C> as the Python class `name`: its inner codec and window (C++ rotated).
+template <class C> void bind_rotated(nb::module_& m, const char* name) {
+  using R = rotated<C>;
+  auto c = nb::class_<R>(m, name,
+                         "A codec after the randomized Hadamard rotation, in windows of "
+                         "2^log2_window elements (C++ rotated); build it with commpress.rotated.");
+  c.def(
+       "__init__",
+       [](R* self, const C& inner, std::uint8_t log2_window) { new (self) R{inner, log2_window}; },
+       nb::arg("inner"), nb::arg("log2_window") = R{}.log2_window)
+      .def_rw("inner", &R::inner)
+      .def_rw("log2_window", &R::log2_window);
+  add_common(c, name, {"inner", "log2_window"});
+}
+
 /// A float32 NumPy view of a state's buffer, kept alive by the state object.
 nb::ndarray<nb::numpy, float, nb::ndim<1>> view_of(std::span<float> v, nb::handle owner) {
   return nb::ndarray<nb::numpy, float, nb::ndim<1>>(v.data(), {v.size()}, owner);
@@ -389,6 +404,7 @@ void bind_types(nb::module_& m) {
       .def_ro("seed", &payload_header::seed)
       .def_ro("step", &payload_header::step)
       .def_ro("tensor_id", &payload_header::tensor_id)
+      .def_ro("transform", &payload_header::transform)
       .def_prop_ro("params",
                    [](const payload_header& h) {
                      return nb::bytes(reinterpret_cast<const char*>(h.params.data()),
@@ -397,7 +413,7 @@ void bind_types(nb::module_& m) {
       .def("__repr__", [](nb::handle self) {
         return config_repr(
             self, "payload_header",
-            {"codec", "element", "count", "body_bytes", "seed", "step", "tensor_id"});
+            {"codec", "element", "count", "body_bytes", "seed", "step", "tensor_id", "transform"});
       });
   nb::class_<decode_result>(m, "decode_result")
       .def_ro("header", &decode_result::header)
@@ -542,6 +558,9 @@ void bind_types(nb::module_& m) {
     bind_qsgd<8>(m, "qsgd8");
     bind_qsgd<4>(m, "qsgd4");
     bind_qsgd<2>(m, "qsgd2");
+    bind_rotated<quantize>(m, "rotated_quantize");
+    bind_rotated<sign>(m, "rotated_sign");
+    bind_rotated<mxfp4>(m, "rotated_mxfp4");
   }
 
   // --- feedback policies and their states ----------------------------------------------------

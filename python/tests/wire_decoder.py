@@ -67,6 +67,7 @@ class Header:
     step: int
     tensor_id: int
     params: bytes
+    transform: int = 0
 
 
 def read_header(payload: bytes) -> Header:
@@ -78,7 +79,8 @@ def read_header(payload: bytes) -> Header:
         raise WireError("bad_magic")
     if payload[4] != 1:
         raise WireError("bad_version")
-    if payload[7] != 0:
+    transform = payload[7]
+    if transform != 0 and not (transform >> 4 == 1 and 3 <= (transform & 15) <= 12):
         raise WireError("corrupt")
     count, body_bytes, seed, step = struct.unpack_from("<QQQQ", payload, 8)
     (tensor_id,) = struct.unpack_from("<I", payload, 40)
@@ -89,7 +91,7 @@ def read_header(payload: bytes) -> Header:
         raise WireError("checksum_mismatch")
     if payload[6] not in (1, 2, 3):
         raise WireError("corrupt")
-    return Header(payload[5], payload[6], count, body_bytes, seed, step, tensor_id, payload[44:60])
+    return Header(payload[5], payload[6], count, body_bytes, seed, step, tensor_id, payload[44:60], transform)
 
 
 # --- shared pieces -------------------------------------------------------------------------------
@@ -173,6 +175,11 @@ def random_u32(key, step: int, idx: np.ndarray) -> np.ndarray:
     )
     stacked = np.stack(words, axis=0)
     return stacked[(idx & np.uint64(3)).astype(np.int64), np.arange(idx.size)].astype(np.uint64)
+
+
+def rotation_key(seed: int, tensor_id: int):
+    v = philox([tensor_id], [0x726F7461], [0x74696F6E], [0], seed & M32, seed >> 32)
+    return int(v[0][0]), int(v[1][0])
 
 
 def uniform(u: np.ndarray) -> np.ndarray:
@@ -471,8 +478,38 @@ def body_bytes_for(codec: int, params: bytes, n: int) -> Optional[int]:
     return None
 
 
+def inverse_rotation(values: np.ndarray, h: Header) -> np.ndarray:
+    """"Transform byte": the randomized Hadamard rotation undone, window by window."""
+    n = values.size
+    window = 1 << (h.transform & 15)
+    idx = np.arange(n, dtype=np.uint64)
+    words = random_u32(rotation_key(h.seed, h.tensor_id), h.step, idx >> np.uint64(5))
+    negative = (words >> (idx & np.uint64(31))) & np.uint64(1)
+    y = values.astype(np.float64)
+    for w in range(0, n, window):
+        length, at = min(window, n - w), 0
+        while at < length:
+            m = 1 << ((length - at).bit_length() - 1)  # the pieces: L's binary digits
+            piece = y[w + at : w + at + m].copy()
+            h_ = 1
+            while h_ < m:  # butterflies at stride h_: groups of 2 h_, their halves paired
+                g = piece.reshape(-1, 2, h_)
+                piece = np.stack([g[:, 0, :] + g[:, 1, :], g[:, 0, :] - g[:, 1, :]], axis=1).reshape(-1)
+                h_ *= 2
+            y[w + at : w + at + m] = piece * (1.0 / np.sqrt(np.float64(m)))
+            at += m
+    y = np.where(negative == 1, -y, y)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return canonical(y.astype(F32))
+
+
 def decode(payload: bytes) -> np.ndarray:
     h = read_header(bytes(payload))
+    values = decode_values(payload, h)
+    return inverse_rotation(values, h) if h.transform else values
+
+
+def decode_values(payload: bytes, h: Header) -> np.ndarray:
     expected = body_bytes_for(h.codec, h.params, h.count)
     if expected is None:
         raise WireError("codec_mismatch")

@@ -13,6 +13,7 @@
 /// that every rank enters in the same order; failures come back as strings so the caller can
 /// assert on them (on the main thread for the loopback).
 
+#include <commpress/backend/cpu/rotated.hpp>
 #include <commpress/collective/collective.hpp>
 #include <commpress/comm/communicator.hpp>
 
@@ -265,6 +266,9 @@ template <class Comm> failures check_all_gather(Comm& comm) {
                   1001, "all_gather quantize");
   all_gather_case(comm, f, cp::pipeline<cp::none, cp::cast>{{}, {.to = cp::dtype::bf16}}, 1001,
                   "all_gather cast");
+  all_gather_case(comm, f,
+                  cp::pipeline<cp::ef, cp::rotated<cp::quantize>>{{}, {{.bits = 4, .group = 64}, 7}},
+                  1001, "all_gather ef+rotated quantize");
   {
     const std::uint64_t n = 333;
     const cp::pipeline<cp::none, cp::identity> pipe{};
@@ -419,10 +423,13 @@ template <class Comm> failures check_sharded(Comm& comm) {
       {}, {.granularity = cp::sign_granularity::block, .block = 32, .scale = cp::sign_scale::rms}};
   const cp::pipeline<cp::ef, cp::quantize> q8{{}, {.bits = 8, .group = 64}};
   const cp::pipeline<cp::ef, cp::top_k> tk{{}, {.fraction = 0.2f}};
+  // Windows of 32 and quantize groups of 96: chunks are multiples of lcm(32, 96) = 96.
+  const cp::pipeline<cp::ef, cp::rotated<cp::quantize>> rot{{}, {{.bits = 4, .group = 96}, 5}};
   for (const std::uint64_t n : {std::uint64_t{1003}, std::uint64_t{5}, std::uint64_t{1}}) {
     sharded_case(comm, f, sgn, sgn, n, 32, "sharded ef+sign", 12, n > 5);
     sharded_case(comm, f, sgn, q8, n, 64, "sharded ef+sign / ef+quantize8", 12, n > 5);
     sharded_case(comm, f, tk, tk, n, 1, "sharded ef+top_k", 12, n > 5);
+    sharded_case(comm, f, rot, rot, n, 96, "sharded ef+rotated quantize", 12, n > 5);
   }
   // Identity at both points, scaling::sum, integer inputs: the exact sum (E8, identity).
   {

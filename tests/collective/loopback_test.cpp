@@ -62,6 +62,8 @@ TEST_CASE("chunk_layout: chunks of ceil(n / N) rounded up to the alignment, shor
   CHECK(cp::chunk_alignment(cp::quantize{.bits = 4, .group = 96}) == 96);
   CHECK(cp::chunk_alignment(cp::top_k{.row_length = 10}) == 10);
   CHECK(cp::chunk_alignment(cp::sign{}) == 1);
+  CHECK(cp::chunk_alignment(cp::rotated<cp::quantize>{{.bits = 4, .group = 96}, 5}) == 96);
+  CHECK(cp::chunk_alignment(cp::rotated<cp::sign>{{}, 8}) == 256);
 }
 
 TEST_CASE("codec_aggregation: identity and random_k are sum-compatible, the others gather") {

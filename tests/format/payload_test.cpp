@@ -65,7 +65,14 @@ TEST_SUITE("format") {
         {"body cut short", [](auto& p) { p.resize(p.size() - 1); }, cp::errc::truncated},
         {"wrong magic", [](auto& p) { p[0] = std::byte{'X'}; }, cp::errc::bad_magic},
         {"future version", [](auto& p) { p[4] = std::byte{2}; }, cp::errc::bad_version},
-        {"reserved flags set", [](auto& p) { p[7] = std::byte{1}; }, cp::errc::corrupt},
+        {"unknown transform byte", [](auto& p) { p[7] = std::byte{1}; }, cp::errc::corrupt},
+        {"rotation window out of range", [](auto& p) { p[7] = std::byte{0x1d}; }, cp::errc::corrupt},
+        {"rotation on a codec that was not rotated",
+         [](auto& p) {
+           p[7] = std::byte{0x18};
+           cp::format::seal(std::span(p), p.size() - cp::format::header_bytes);
+         },
+         cp::errc::codec_mismatch},
         {"flipped body bit", [](auto& p) { flip(p, 100); }, cp::errc::checksum_mismatch},
         {"flipped count bit", [](auto& p) { flip(p, 8); }, cp::errc::checksum_mismatch},
         {"flipped crc bit", [](auto& p) { flip(p, 60); }, cp::errc::checksum_mismatch},

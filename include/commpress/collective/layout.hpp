@@ -12,6 +12,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <numeric>
 #include <span>
 #include <string>
 #include <utility>
@@ -24,6 +25,7 @@
 #include "commpress/compress/identity.hpp"
 #include "commpress/compress/quantize.hpp"
 #include "commpress/compress/random_k.hpp"
+#include "commpress/compress/rotated.hpp"
 #include "commpress/compress/scaled.hpp"
 #include "commpress/compress/sign.hpp"
 #include "commpress/compress/top_k.hpp"
@@ -97,8 +99,9 @@ struct collective_result {
 
 /// @brief The elements a chunk of the sharded path must be a multiple of, so that a codec's
 /// groups never straddle a chunk boundary: quantize block/column `group`, sign `block`, top_k
-/// `row_length`, a block-scaled codec's block; 1 otherwise (a per-tensor scale becomes one
-/// scale per chunk).
+/// `row_length`, a block-scaled codec's block, a rotated codec's window and its inner codec's
+/// alignment (their least common multiple); 1 otherwise (a per-tensor scale becomes one scale
+/// per chunk).
 template <class Codec> constexpr std::uint64_t chunk_alignment(const Codec& c) noexcept {
   if constexpr (block_scaled_codec<Codec>) {
     return c.block_length() == 0 ? 1 : c.block_length();
@@ -108,6 +111,8 @@ template <class Codec> constexpr std::uint64_t chunk_alignment(const Codec& c) n
     return c.granularity == sign_granularity::block && c.block != 0 ? c.block : 1;
   } else if constexpr (std::same_as<Codec, top_k>) {
     return c.row_length == 0 ? 1 : c.row_length;
+  } else if constexpr (is_rotated_v<Codec>) {
+    return std::lcm(c.window(), chunk_alignment(c.inner)); // whole windows and inner groups
   } else {
     return 1;
   }

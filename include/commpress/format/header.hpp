@@ -42,6 +42,7 @@ struct payload_header {
   std::uint64_t step = 0;
   std::uint32_t tensor_id = 0;
   codec_params params{};
+  std::uint8_t transform = 0; ///< the transform applied before the codec (format::transform_byte)
 };
 
 namespace format {
@@ -58,7 +59,7 @@ inline constexpr std::size_t magic = 0;       ///< 4 bytes, "CPRS"
 inline constexpr std::size_t version = 4;     ///< 1 byte
 inline constexpr std::size_t codec = 5;       ///< 1 byte, codec_id
 inline constexpr std::size_t element = 6;     ///< 1 byte, dtype
-inline constexpr std::size_t flags = 7;       ///< 1 byte, reserved: 0
+inline constexpr std::size_t transform = 7;   ///< 1 byte, transform_byte
 inline constexpr std::size_t count = 8;       ///< u64
 inline constexpr std::size_t body_bytes = 16; ///< u64
 inline constexpr std::size_t seed = 24;       ///< u64
@@ -81,6 +82,29 @@ template <class U> inline U load_le(const unsigned char* p) {
 }
 } // namespace detail
 
+/// @brief Byte 7: the transform applied to the tensor before the codec encoded it, inverted
+/// after decode. 0: none. Otherwise the high four bits name the transform and the low four
+/// its parameter; the one transform is the randomized Hadamard rotation (kind 1), whose
+/// parameter is log2 of its window, 3 to 12 (core/hadamard.hpp).
+namespace transform_byte {
+inline constexpr std::uint8_t none = 0;
+inline constexpr std::uint8_t hadamard_kind = 1;
+/// The byte of a randomized Hadamard rotation in windows of 2^log2_window elements.
+constexpr std::uint8_t hadamard(unsigned log2_window) {
+  return static_cast<std::uint8_t>(hadamard_kind << 4 | (log2_window & 0xfu));
+}
+/// Whether this build knows the transform `b` names.
+constexpr bool known(std::uint8_t b) {
+  return b == none || (b >> 4 == hadamard_kind && (b & 0xfu) >= 3 && (b & 0xfu) <= 12);
+}
+} // namespace transform_byte
+
+/// @brief The transform byte codec C writes: none, unless C is a transform adapter, which
+/// specialises this (compress/rotated.hpp).
+template <class C> struct codec_transform {
+  static constexpr std::uint8_t byte(const C&) noexcept { return transform_byte::none; }
+};
+
 /// @brief Writes the header fields (bytes 0..59) and a zero checksum into `out[0..63]`.
 inline void write_header(const payload_header& h, std::byte* out) {
   auto* p = reinterpret_cast<unsigned char*>(out);
@@ -89,7 +113,7 @@ inline void write_header(const payload_header& h, std::byte* out) {
   p[field::version] = version;
   p[field::codec] = static_cast<unsigned char>(h.codec);
   p[field::element] = static_cast<unsigned char>(h.element);
-  p[field::flags] = 0; // reserved, must be zero
+  p[field::transform] = h.transform;
   detail::store_le<std::uint64_t>(p + field::count, h.count);
   detail::store_le<std::uint64_t>(p + field::body_bytes, h.body_bytes);
   detail::store_le<std::uint64_t>(p + field::seed, h.seed);
@@ -113,6 +137,7 @@ inline payload_header read_header(const std::byte* in) {
   h.tensor_id = detail::load_le<std::uint32_t>(p + field::tensor_id);
   for (std::size_t i = 0; i < 16; ++i)
     h.params[i] = p[field::params + i];
+  h.transform = p[field::transform];
   return h;
 }
 
@@ -170,6 +195,7 @@ payload_header header_of(const C& c, const context& ctx, dtype element, std::uin
   h.step = ctx.step;
   h.tensor_id = ctx.tensor_id;
   h.params = c.params();
+  h.transform = codec_transform<C>::byte(c);
   return h;
 }
 
@@ -186,7 +212,7 @@ inline void seal(std::span<std::byte> payload, std::size_t body_bytes) {
 }
 
 /// @brief Checks that `payload` is an intact commpress payload of any codec and returns its
-/// header: size, magic, version, reserved flags, dtype, and checksum.
+/// header: size, magic, version, a known transform byte, dtype, and checksum.
 /// @throws commpress::error (truncated, bad_magic, bad_version, corrupt, checksum_mismatch)
 inline payload_header validate_envelope(std::span<const std::byte> payload) {
   constexpr const char* who = "payload";
@@ -200,7 +226,8 @@ inline payload_header validate_envelope(std::span<const std::byte> payload) {
   COMMPRESS_EXPECTS(p[field::version] == version, errc::bad_version, who,
                     "format version " + std::to_string(p[field::version]) +
                         " (this build reads version " + std::to_string(version) + ")");
-  COMMPRESS_EXPECTS(p[field::flags] == 0, errc::corrupt, who, "reserved flags byte is not zero");
+  COMMPRESS_EXPECTS(transform_byte::known(p[field::transform]), errc::corrupt, who,
+                    "unknown transform byte " + std::to_string(p[field::transform]));
   const payload_header h = read_header(payload.data());
   COMMPRESS_EXPECTS(h.body_bytes <= payload.size() - header_bytes, errc::truncated, who,
                     "header declares a body of " + std::to_string(h.body_bytes) +
@@ -216,11 +243,11 @@ inline payload_header validate_envelope(std::span<const std::byte> payload) {
 }
 
 /// @brief validate_envelope, then checks that the payload was written by exactly this codec
-/// configuration for `count` elements with a body of `body_bytes`.
+/// configuration (and transform) for `count` elements with a body of `body_bytes`.
 /// @throws commpress::error (the envelope errors, codec_mismatch, size_mismatch, corrupt)
 inline payload_header validate(std::span<const std::byte> payload, codec_id codec,
-                               const codec_params& params, std::uint64_t count,
-                               std::uint64_t body_bytes) {
+                               const codec_params& params, std::uint8_t transform,
+                               std::uint64_t count, std::uint64_t body_bytes) {
   constexpr const char* who = "payload";
   const payload_header h = validate_envelope(payload);
   COMMPRESS_EXPECTS(h.codec == codec, errc::codec_mismatch, who,
@@ -228,6 +255,10 @@ inline payload_header validate(std::span<const std::byte> payload, codec_id code
                         ", decoded with codec " + std::to_string(static_cast<int>(codec)));
   COMMPRESS_EXPECTS(h.params == params, errc::codec_mismatch, who,
                     "the codec's configuration differs from the sender's");
+  COMMPRESS_EXPECTS(h.transform == transform, errc::codec_mismatch, who,
+                    "the payload's transform byte is " + std::to_string(h.transform) +
+                        ", the decoder's " + std::to_string(transform) +
+                        " (a rotated payload needs the same rotation to decode)");
   COMMPRESS_EXPECTS(h.count == count, errc::size_mismatch, who,
                     "payload holds " + std::to_string(h.count) + " elements, output has " +
                         std::to_string(count));
@@ -235,6 +266,14 @@ inline payload_header validate(std::span<const std::byte> payload, codec_id code
                     "body length " + std::to_string(h.body_bytes) + " is not the " +
                         std::to_string(body_bytes) + " this configuration writes");
   return h;
+}
+
+/// @brief validate for the payloads of codec configuration c (its id, parameters and
+/// transform) holding `count` elements.
+template <class C>
+payload_header validate_for(std::span<const std::byte> payload, const C& c, std::uint64_t count) {
+  return validate(payload, C::id, c.params(), codec_transform<C>::byte(c), count,
+                  c.body_bytes(count));
 }
 
 } // namespace format

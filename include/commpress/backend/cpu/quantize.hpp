@@ -67,3 +67,16 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
 };
 
 } // namespace commpress::detail
+
+namespace commpress::cpu::detail {
+
+/// The values of elements [first, last) of an n-element quantize body at dst[0, last - first):
+/// what a transform adapter (backend/cpu/rotated.hpp) takes back window by window.
+inline void decode_values(const quantize& q, std::uint64_t n, const unsigned char* body,
+                          std::uint64_t first, std::uint64_t last, float* dst) {
+  const quantize_groups::config c(q, nonfinite_policy::propagate, n);
+  quantize_groups::decode_each(c, q.granularity == scale_granularity::column, body, first, last,
+                               [&](std::size_t i, float v) { dst[i - first] = v; });
+}
+
+} // namespace commpress::cpu::detail

@@ -255,11 +255,11 @@ std::size_t encode_groups(const C& c, nonfinite_policy policy, const random_sour
   return bad;
 }
 
-/// Elements [first, last) of the decoded body (first a multiple of 8): out = value, or
-/// out += weight * value when Accumulate.
-template <bool Accumulate, class C, class T>
-void decode_range(const C& c, const layout<C, const unsigned char>& l, std::uint64_t first,
-                  std::uint64_t last, T* out, float weight) {
+/// The values of elements [first, last) of the decoded body (first a multiple of 8), in
+/// order, as put(i, value).
+template <class C, class Put>
+COMMPRESS_FORCEINLINE void for_each_value(const C& c, const layout<C, const unsigned char>& l,
+                                          std::uint64_t first, std::uint64_t last, Put&& put) {
   if (first == last) // an empty tensor's body is empty: no tensor scale to read
     return;
   const typename C::tensor_scale t = l.load_tensor_scale();
@@ -268,19 +268,42 @@ void decode_range(const C& c, const layout<C, const unsigned char>& l, std::uint
     const std::uint64_t g = s / l.length;
     const std::uint64_t e = std::min(last, (g + 1) * l.length);
     const typename C::decoder d = c.make_decoder(l.load_scale(g), t);
-    for (std::uint64_t i = s; i < e; ++i) {
-      const float v = c.decode_value(r.next(), d);
-      if constexpr (Accumulate) {
-        out[i] = commpress::detail::add_rn(out[i], commpress::detail::mul_rn(weight, v));
-      } else {
-        out[i] = from_float<T>(v);
-      }
-    }
+    for (std::uint64_t i = s; i < e; ++i)
+      put(i, c.decode_value(r.next(), d));
     s = e;
   }
 }
 
+/// Elements [first, last) of the decoded body (first a multiple of 8): out = value, or
+/// out += weight * value when Accumulate.
+template <bool Accumulate, class C, class T>
+void decode_range(const C& c, const layout<C, const unsigned char>& l, std::uint64_t first,
+                  std::uint64_t last, T* out, float weight) {
+  for_each_value(c, l, first, last, [&](std::uint64_t i, float v) {
+    if constexpr (Accumulate) {
+      out[i] = commpress::detail::add_rn(out[i], commpress::detail::mul_rn(weight, v));
+    } else {
+      out[i] = from_float<T>(v);
+    }
+  });
+}
+
 } // namespace cpu::detail::scaled_kit
+
+namespace cpu::detail {
+
+/// The values of elements [first, last) of an n-element body of a block-scaled codec at
+/// dst[0, last - first) (first a multiple of 8): what a transform adapter (backend/cpu/rotated.hpp)
+/// takes back window by window.
+template <block_scaled_codec C>
+void decode_values(const C& c, std::uint64_t n, const unsigned char* body, std::uint64_t first,
+                   std::uint64_t last, float* dst) {
+  const scaled_kit::layout<C, const unsigned char> l(c, n, body);
+  scaled_kit::for_each_value(c, l, first, last,
+                             [&](std::uint64_t i, float v) { dst[i - first] = v; });
+}
+
+} // namespace cpu::detail
 
 namespace detail {
 

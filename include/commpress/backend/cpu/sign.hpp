@@ -145,3 +145,20 @@ template <> struct codec_impl<sign, cpu::seq_t> {
 };
 
 } // namespace commpress::detail
+
+namespace commpress::cpu::detail {
+
+/// The values of elements [first, last) of an n-element sign body at dst[0, last - first):
+/// what a transform adapter (backend/cpu/rotated.hpp) takes back window by window.
+inline void decode_values(const sign& c, std::uint64_t n, const unsigned char* body,
+                          std::uint64_t first, std::uint64_t last, float* dst) {
+  if (first >= last)
+    return;
+  const std::uint64_t len = c.group_length(n);
+  const unsigned char* bits = body + 4 * c.groups(n);
+  for (std::uint64_t i = first; i < last; ++i)
+    dst[i - first] = sign::decode_value(commpress::detail::unpack_one(bits, i, 1),
+                                        load_word<float>(body + 4 * (i / len)));
+}
+
+} // namespace commpress::cpu::detail

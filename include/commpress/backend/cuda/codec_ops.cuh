@@ -103,8 +103,10 @@ COMMPRESS_KERNEL void validate_kernel(const unsigned char* p, expectation e, crc
     err = errc::bad_magic;
   } else if (p[field::version] != format::version) {
     err = errc::bad_version;
-  } else if (p[field::flags] != 0) {
-    err = errc::corrupt;
+  } else if (const unsigned t = p[field::transform];
+             t != format::transform_byte::none &&
+             (t >> 4 != format::transform_byte::hadamard_kind || (t & 0xfu) < 3 || (t & 0xfu) > 12)) {
+    err = errc::corrupt; // format::transform_byte::known
   } else if (declared > e.payload_bytes - format::header_bytes) {
     err = errc::truncated;
   } else if (load_word<std::uint32_t>(p + field::crc) !=
@@ -121,6 +123,8 @@ COMMPRESS_KERNEL void validate_kernel(const unsigned char* p, expectation e, crc
       same = same && p[field::params + i] == e.params[i];
     if (!same) {
       err = errc::codec_mismatch;
+    } else if (p[field::transform] != format::transform_byte::none) {
+      err = errc::codec_mismatch; // the device codecs rotate nothing
     } else if (load_word<std::uint64_t>(p + field::count) != e.count) {
       err = errc::size_mismatch;
     } else if (declared != e.body_bytes) {

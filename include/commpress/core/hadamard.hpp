@@ -1,0 +1,191 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// The randomized Hadamard transform of one window (docs/methods.md, "Randomized Hadamard
+/// rotation"): y = (1/sqrt(m)) H_m D x, with D a diagonal of random signs and H_m the m x m
+/// Sylvester-Hadamard matrix, and its inverse x = D (1/sqrt(m)) H_m y (H_m is symmetric and
+/// H_m H_m = m I). The transform is orthogonal, so ||y||_2 = ||x||_2; it spreads a block's
+/// outliers over the whole block, which is why a low-bit quantizer after it loses less (the
+/// argument of SDP4Bit and QuaRot).
+///
+/// A tensor is cut into windows of b = 2^k consecutive elements. The last window, of L < b
+/// elements, is cut into the powers of two of L's binary digits, largest first, each rotated on
+/// its own: the transform keeps n elements with no padding. The signs of D come from the
+/// counter RNG, keyed apart from the codecs' stream, so that the sender and receiver agree on
+/// them from the payload header alone: element i's sign is bit i % 32 of the random word
+/// random_u32(rotation_key(seed, tensor_id), step, i / 32), 1 meaning negative.
+///
+/// Everything is computed in double, in a fixed butterfly order, and rounded to float once:
+/// the sums cannot overflow, the result is the correctly rounded value of the same double
+/// expression on every backend, and the inverse returns the input to within a float rounding.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "commpress/core/config.hpp"
+#include "commpress/core/math.hpp"
+#include "commpress/core/rng.hpp"
+
+namespace commpress {
+
+/// @brief The largest Hadamard window commpress rotates: 2^12 elements (a window of doubles is
+/// 32 KiB, on the stack).
+inline constexpr unsigned hadamard_max_log2 = 12;
+/// @brief The smallest: 2^3 elements, so that windows start on a byte of any code packing.
+inline constexpr unsigned hadamard_min_log2 = 3;
+
+/// @brief The key of the rotation signs' stream: one Philox block of (tensor_id) under `seed`,
+/// with a domain constant of its own, so the signs are independent of a stochastic codec's
+/// random words (make_rng_key).
+COMMPRESS_HOST_DEVICE constexpr rng_key rotation_key(std::uint64_t seed, std::uint32_t tensor_id) {
+  const rng_block b = philox4x32_10(
+      tensor_id, 0x726f7461u /* "rota" */, 0x74696f6eu /* "tion" */, 0u,
+      rng_key{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
+  return rng_key{b.v[0], b.v[1]};
+}
+
+namespace detail {
+
+/// The unnormalised fast Walsh-Hadamard transform of x[0, m), m a power of two, in place: the
+/// butterflies (a, b) -> (a + b, a - b) at strides 1, 2, 4, ... (H_m in Sylvester's order).
+/// Butterflies of one stride are independent, and those of strides 1, 2 and 4 stay within an
+/// aligned group of 8, so each group takes its three strides at once: the same additions, in a
+/// form the compiler keeps in registers; from stride 8 on, a stride's butterflies are
+/// contiguous runs that vectorize.
+COMMPRESS_HOST_DEVICE inline void walsh_hadamard(double* x, std::uint64_t m) {
+  std::uint64_t h = 1;
+  if (m >= 8) {
+    for (std::uint64_t i = 0; i < m; i += 8) {
+      double* g = x + i;
+      const double a0 = g[0] + g[1], a1 = g[0] - g[1], a2 = g[2] + g[3], a3 = g[2] - g[3];
+      const double a4 = g[4] + g[5], a5 = g[4] - g[5], a6 = g[6] + g[7], a7 = g[6] - g[7];
+      const double b0 = a0 + a2, b2 = a0 - a2, b1 = a1 + a3, b3 = a1 - a3;
+      const double b4 = a4 + a6, b6 = a4 - a6, b5 = a5 + a7, b7 = a5 - a7;
+      g[0] = b0 + b4;
+      g[4] = b0 - b4;
+      g[1] = b1 + b5;
+      g[5] = b1 - b5;
+      g[2] = b2 + b6;
+      g[6] = b2 - b6;
+      g[3] = b3 + b7;
+      g[7] = b3 - b7;
+    }
+    h = 8;
+  }
+  for (; h < m; h *= 2)
+    for (std::uint64_t i = 0; i < m; i += 2 * h)
+      for (std::uint64_t j = i; j < i + h; ++j) {
+        const double a = x[j];
+        const double b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
+}
+
+/// The orthonormal transform (1/sqrt(m)) H_m of each power-of-two piece of x[0, len): one
+/// piece when len is a power of two, else the pieces of len's binary digits, largest first.
+COMMPRESS_HOST_DEVICE inline void orthonormal_hadamard_pieces(double* x, std::uint64_t len) {
+  for (std::uint64_t at = 0; at < len;) {
+    std::uint64_t m = 1;
+    while (2 * m <= len - at)
+      m *= 2;
+    walsh_hadamard(x + at, m);
+#if COMMPRESS_DEVICE_COMPILATION
+    const double scale = 1.0 / ::sqrt(static_cast<double>(m));
+#else
+    const double scale = 1.0 / std::sqrt(static_cast<double>(m));
+#endif
+    for (std::uint64_t j = at; j < at + m; ++j)
+      x[j] *= scale;
+    at += m;
+  }
+}
+
+/// The signs of four consecutive elements whose bits form the nibble k (bit t: element t).
+struct sign_nibbles {
+  double s[16][4];
+  constexpr sign_nibbles() : s{} {
+    for (int k = 0; k < 16; ++k)
+      for (int t = 0; t < 4; ++t)
+        s[k][t] = (k >> t) & 1 ? -1.0 : 1.0;
+  }
+};
+inline constexpr sign_nibbles rotation_sign_nibbles{};
+
+/// Multiplies x[0, len), the elements first .. first + len - 1 of the tensor, by D's signs:
+/// multiplies by +-1 (exact) four at a time from a table, not branches, since the signs are
+/// random and a branch would mispredict every other element.
+COMMPRESS_HOST_DEVICE inline void apply_rotation_signs(double* x, std::uint64_t len, rng_key key,
+                                                       std::uint64_t step, std::uint64_t first) {
+  // random_u32(key, step, w), each Philox block drawn once for its four words
+  std::uint64_t block = ~std::uint64_t{0};
+  rng_block b{};
+  const auto words = [&](std::uint64_t w) {
+    if (w / 4 != block) {
+      block = w / 4;
+      b = random_block(key, step, block);
+    }
+    return b.v[w % 4];
+  };
+  for (std::uint64_t j = 0; j < len;) {
+    const std::uint64_t i = first + j;
+    const std::uint32_t word = words(i / 32);
+    const std::uint64_t end = std::min<std::uint64_t>(len, j + 32 - i % 32);
+    std::uint64_t t = j;
+    if (i % 4 == 0)
+      for (; t + 4 <= end; t += 4) {
+        const double* s = rotation_sign_nibbles.s[(word >> ((first + t) % 32)) & 15u];
+        x[t] *= s[0];
+        x[t + 1] *= s[1];
+        x[t + 2] *= s[2];
+        x[t + 3] *= s[3];
+      }
+    for (; t < end; ++t)
+      x[t] *= (word >> ((first + t) % 32)) & 1u ? -1.0 : 1.0;
+    j = end;
+  }
+}
+
+/// d rounded to float, +-Inf where it rounds beyond the largest float (the plain conversion of
+/// such a double is undefined behaviour), and the canonical quiet NaN 0x7FC00000 for a NaN
+/// (whose payload and sign after the butterflies would depend on the instruction set).
+/// Selects, not branches, so that a loop of it vectorizes.
+COMMPRESS_HOST_DEVICE inline float round_to_float(double d) {
+  constexpr double largest = 3.4028234663852886e38; // the largest float, exactly
+  // 2^128 - 2^103, half an ulp above the largest float: it and everything beyond round to Inf.
+  constexpr double overflow = 340282356779733661637539395458142568448.0;
+#if COMMPRESS_DEVICE_COMPILATION
+  const double a = ::fabs(d);
+  const float r = static_cast<float>(a > largest ? ::copysign(largest, d) : d); // NaN: NaN
+  const float f = a >= overflow ? ::copysignf(bits_to_float(0x7f800000u), r) : r;
+#else
+  const double a = std::abs(d);
+  const float r = static_cast<float>(a > largest ? std::copysign(largest, d) : d); // NaN: NaN
+  const float f = a >= overflow ? std::copysign(bits_to_float(0x7f800000u), r) : r;
+#endif
+  // A NaN's bits, chosen on the integer side so that a loop of this stays a vector loop.
+  const std::uint32_t u = float_to_bits(f);
+  return bits_to_float((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : u);
+}
+
+} // namespace detail
+
+/// @brief One window's forward rotation in place: x <- (1/sqrt(m)) H_m D x per piece.
+/// @param first the window's first element in the tensor
+COMMPRESS_HOST_DEVICE inline void hadamard_forward(double* x, std::uint64_t len, rng_key key,
+                                                   std::uint64_t step, std::uint64_t first) {
+  detail::apply_rotation_signs(x, len, key, step, first);
+  detail::orthonormal_hadamard_pieces(x, len);
+}
+
+/// @brief One window's inverse rotation in place: x <- D (1/sqrt(m)) H_m x per piece.
+COMMPRESS_HOST_DEVICE inline void hadamard_inverse(double* x, std::uint64_t len, rng_key key,
+                                                   std::uint64_t step, std::uint64_t first) {
+  detail::orthonormal_hadamard_pieces(x, len);
+  detail::apply_rotation_signs(x, len, key, step, first);
+}
+
+} // namespace commpress
