@@ -12,20 +12,36 @@ never from the network:
     .venv/bin/python examples/torch/fashion_mnist_ddp.py            # 4 processes, both runs
     .venv/bin/python examples/torch/fashion_mnist_ddp.py --epochs 1 --ranks 2
     .venv/bin/python examples/torch/fashion_mnist_ddp.py --codec terngrad,qsgd4 --feedback ef
+
+One rank per process, for ranks started elsewhere (another host, a network namespace: see
+scripts/slow_link.py). Every rank gets the same flags but --rank; --codec takes one name, or
+none for uncompressed DDP; GLOO_SOCKET_IFNAME picks the interface gloo binds to:
+
+    .venv/bin/python examples/torch/fashion_mnist_ddp.py --rank 0 --world-size 2 \
+        --master-addr 10.77.0.1 --master-port 29500 --codec q4 --report-json rank0.json
+
+--report-json writes rank 0's measurements: the median time per step after --warmup-steps
+steps, the wall time, test accuracy at every evaluation (each epoch, and every --eval-every
+steps, on the first --eval-limit test images) with the training time up to it, and the bytes
+per step on the wire.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import multiprocessing as mp
 import os
 import queue
 import socket
+import statistics
 import struct
+import sys
 import time
+from datetime import timedelta
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -96,42 +112,96 @@ FEEDBACK = {
 }
 
 
+# One-rank mode's objects that must outlive train() (see its end).
+_KEEP_ALIVE: List[Any] = []
+
+
 def make_pipeline(codec: str, feedback: str) -> cp.pipeline:
     return cp.pipeline(FEEDBACK[feedback](), CODECS[codec]())
 
 
-def worker(rank: int, world: int, port: int, codec: Optional[str], args: argparse.Namespace, q: "mp.Queue") -> None:
+def train(rank: int, world: int, init_method: str, codec: Optional[str], args: argparse.Namespace) -> Optional[Dict[str, Any]]:
+    """One rank's run; rank 0 returns its results (the others None)."""
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    started = time.monotonic()
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world,
+                            timeout=timedelta(seconds=args.timeout))
     x, y = load("train")
     if args.train_limit:
         x, y = x[: args.train_limit], y[: args.train_limit]
+    report = bool(args.report_json)
+    tx, ty = load("test") if rank == 0 else (None, None)
     model = DDP(make_model())
     hook = CompressionHook(model, make_pipeline(codec, args.feedback), seed=1).register(model) if codec else None
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     g = torch.Generator().manual_seed(42)
     uncompressed_bytes = 0
+    step_seconds: List[float] = []
+    evals: List[Dict[str, float]] = []
+    eval_seconds = 0.0
+
+    def evaluate(epoch: int) -> None:  # rank 0 only; its time is kept out of the training time
+        nonlocal eval_seconds
+        t0 = time.monotonic()
+        n = args.eval_limit or len(tx)
+        with torch.no_grad():
+            accuracy = (model(tx[:n]).argmax(1) == ty[:n]).float().mean().item()
+        t1 = time.monotonic()
+        evals.append({"epoch": epoch, "step": len(step_seconds), "seconds": t0 - start - eval_seconds,
+                      "accuracy": accuracy})
+        eval_seconds += t1 - t0
+
     start = time.monotonic()
-    for _ in range(args.epochs):
+    for epoch in range(args.epochs):
         order = torch.randperm(len(x), generator=g)  # the same order on every rank
         mine = order[rank::world]
         for i in range(0, len(mine) - args.batch + 1, args.batch):
             idx = mine[i : i + args.batch]
+            t0 = time.perf_counter()
             opt.zero_grad()
             F.cross_entropy(model(x[idx]), y[idx]).backward()
             opt.step()
+            step_seconds.append(time.perf_counter() - t0)
             # A ring fp32 all-reduce sends 2 (N-1)/N of the gradient's bytes per rank.
             uncompressed_bytes += 2 * (world - 1) * 4 * sum(p.numel() for p in model.parameters()) // world
-    seconds = time.monotonic() - start
-    result: Optional[Dict[str, float]] = None
+            if report and rank == 0 and args.eval_every and len(step_seconds) % args.eval_every == 0:
+                evaluate(epoch + 1)
+        if report and rank == 0 and (not evals or evals[-1]["step"] != len(step_seconds)):
+            evaluate(epoch + 1)
+    seconds = time.monotonic() - start - eval_seconds
+    result: Optional[Dict[str, Any]] = None
     if rank == 0:
-        tx, ty = load("test")
         with torch.no_grad():
             accuracy = (model(tx).argmax(1) == ty).float().mean().item()
         sent = hook.totals.bytes_sent if hook else uncompressed_bytes
         result = {"accuracy": accuracy, "sent": sent, "uncompressed": uncompressed_bytes, "seconds": seconds}
-    q.put(result)
+        if report:
+            timed = step_seconds[args.warmup_steps :] or step_seconds
+            steps = len(step_seconds)
+            result.update({
+                "codec": codec or "none", "feedback": args.feedback if codec else "none", "ranks": world,
+                "epochs": args.epochs, "batch": args.batch, "lr": args.lr, "train_limit": args.train_limit,
+                "steps": steps, "warmup_steps": args.warmup_steps,
+                "step_seconds_median": statistics.median(timed), "step_seconds_mean": statistics.fmean(timed),
+                "step_seconds_min": min(timed), "step_seconds_max": max(timed),
+                "bytes_per_step": sent / steps if steps else 0.0,
+                "uncompressed_bytes_per_step": uncompressed_bytes / steps if steps else 0.0,
+                "payload_bits": payload_bits(codec) if codec else 32.0,
+                "buckets": len(hook.buckets) if hook else None,
+                "evals": evals, "eval_seconds": eval_seconds, "eval_images": args.eval_limit or len(tx),
+                "wall_seconds": time.monotonic() - started,
+            })
+    if args.rank is not None:
+        # Freeing the DDP model lets its reducer destroy the process group while this thread
+        # holds the GIL, and torch 1.13's gloo worker threads may need the GIL then (a deadlock
+        # at exit): one-rank mode keeps everything alive and leaves through os._exit.
+        _KEEP_ALIVE.append((model, hook, opt))
     dist.destroy_process_group()
+    return result
+
+
+def worker(rank: int, world: int, port: int, codec: Optional[str], args: argparse.Namespace, q: "mp.Queue") -> None:
+    q.put(train(rank, world, f"tcp://127.0.0.1:{port}", codec, args))
 
 
 def payload_bits(codec: str) -> float:
@@ -173,18 +243,51 @@ def main() -> None:
     ap.add_argument("--train-limit", type=int, default=0, help="use the first N training images (0: all)")
     ap.add_argument("--codec", default="q4", help="comma-separated, of: " + ", ".join(CODECS))
     ap.add_argument("--feedback", default="loco", choices=sorted(FEEDBACK))
+    one = ap.add_argument_group("one rank per process (all four, or none)")
+    one.add_argument("--rank", type=int, default=None, help="run this rank only; --codec: one name, or none")
+    one.add_argument("--world-size", type=int, default=None)
+    one.add_argument("--master-addr", default=None, help="rank 0's address")
+    one.add_argument("--master-port", type=int, default=None)
+    rep = ap.add_argument_group("report")
+    rep.add_argument("--report-json", default=None, help="write rank 0's measurements here")
+    rep.add_argument("--eval-every", type=int, default=0, help="also evaluate every N steps (0: each epoch)")
+    rep.add_argument("--eval-limit", type=int, default=0,
+                     help="those evaluations use the first N test images (0: all); the final accuracy all")
+    rep.add_argument("--warmup-steps", type=int, default=10, help="steps left out of the time per step")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds a collective may wait for a rank")
     args = ap.parse_args()
+    single = [args.rank, args.world_size, args.master_addr, args.master_port]
+    if any(v is not None for v in single):
+        if any(v is None for v in single):
+            ap.error("--rank, --world-size, --master-addr and --master-port go together")
+        if not 0 <= args.rank < args.world_size:
+            ap.error(f"--rank {args.rank}: not in [0, {args.world_size})")
+        if args.codec != "none" and args.codec not in CODECS:
+            ap.error(f"--codec {args.codec}: one of none, {', '.join(CODECS)} with --rank")
+        codec = None if args.codec == "none" else args.codec
+        r = train(args.rank, args.world_size, f"tcp://{args.master_addr}:{args.master_port}", codec, args)
+        if r is not None:
+            label = "uncompressed" if codec is None else f"{codec} + {args.feedback}"
+            print(f"rank 0 of {args.world_size}, {label}: accuracy {100 * r['accuracy']:.2f}%  "
+                  f"sent {r['sent']} bytes  ({r['seconds']:.1f} s)", flush=True)
+            if args.report_json:
+                Path(args.report_json).write_text(json.dumps(r, indent=1) + "\n")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     codecs = args.codec.split(",")
     for c in codecs:
         if c not in CODECS:
             ap.error(f"--codec {c}: not one of {', '.join(CODECS)}")
     plain = run(None, args)
+    reports = [plain]
     mib = 1 << 20
     print(f"DDP on {args.ranks} gloo processes, {args.epochs} epochs, batch {args.batch} per rank, SGD lr {args.lr}")
     print(f"  {'uncompressed':28s}: accuracy {100 * plain['accuracy']:.2f}%  32.00 bits/element  "
           f"sent {plain['sent'] / mib:8.1f} MiB per rank  ({plain['seconds']:.0f} s)")
     for c in codecs:
         r = run(c, args)
+        reports.append(r)
         label = f"{c} + {args.feedback}"
         print(
             f"  {label:28s}: accuracy {100 * r['accuracy']:.2f}%  {payload_bits(c):5.2f} bits/element  "
@@ -193,6 +296,8 @@ def main() -> None:
             f"{100 * (r['accuracy'] - plain['accuracy']):+.2f} points",
             flush=True,
         )
+    if args.report_json:
+        Path(args.report_json).write_text(json.dumps({"runs": reports}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
