@@ -286,6 +286,7 @@ def run_one(net, link, codec, a, out, index, python):
     rep["wire_bytes"] = [net.tx_bytes(r) - tx0[r] for r in range(a.ranks)]
     rep["driver_wall_seconds"] = wall
     rep["link"], rep["qdisc"] = link.spec, net.qdisc(0)
+    rep["load_after"] = os.getloadavg()[0]  # the 1-minute load average, the ranks' own included
     return rep
 
 
@@ -419,10 +420,11 @@ def main():
                 tt, _ = time_to_target(rep, a.target)
                 print(f"  {link.spec:12s} {codec.label:14s} {1e3 * rep['step_seconds_median']:8.2f} ms/step  "
                       f"accuracy {100 * rep['accuracy']:.2f}%  to {100 * a.target:.0f}%: "
-                      f"{'-' if tt is None else f'{tt:.1f} s'}  ({rep['driver_wall_seconds']:.0f} s)",
+                      f"{'-' if tt is None else f'{tt:.1f} s'}  ({rep['driver_wall_seconds']:.0f} s, "
+                      f"load {rep['load_after']:.2f})",
                       flush=True)
     except KeyboardInterrupt as e:
-        print(f"slow_link: interrupted ({e or 'Ctrl-C'}); cleaning up", file=sys.stderr)
+        print(f"slow_link: interrupted ({str(e) or 'Ctrl-C'}); cleaning up", file=sys.stderr)
         return 130
     except Skip as e:
         print(f"slow_link: skipped: {e}", file=sys.stderr)
@@ -467,6 +469,7 @@ def summarize(a, links, codecs, skipped, reports, out, wall, load_start, load_en
                 "final_accuracy": round(rep["accuracy"], 4),
                 "bytes_per_step": round(rep["bytes_per_step"]),
                 "wire_bytes_per_step": round(max(rep["wire_bytes"]) / rep["steps"]),
+                "load_after": round(rep["load_after"], 2),
             })
     csv_path = out / "slow_link.csv"
     with open(csv_path, "w", newline="") as f:
