@@ -4,10 +4,11 @@
 
 /// @file
 /// The codec configurations the fuzzers and the reliability tests exercise: the examples() of
-/// every codec of compress/codec_list.hpp, in list order, chosen by each codec to reach every
-/// code path of its body layout (list and bitmap indices, per-row selection, narrow value
-/// dtypes, tensor/block/column groups, both ranges, both roundings, both sign scales, every
-/// element format). Nothing here is counted by hand: a codec added to the list is fuzzed.
+/// every codec of compress/codec_list.hpp, in list order, then those of its rotated codecs,
+/// chosen by each codec to reach every code path of its body layout (list and bitmap indices,
+/// per-row selection, narrow value dtypes, tensor/block/column groups, both ranges, both
+/// roundings, both sign scales, every element format, full and short rotation windows).
+/// Nothing here is counted by hand: a codec added to the list is fuzzed.
 
 #include <cstddef>
 #include <cstdint>
@@ -17,16 +18,28 @@
 
 namespace commpress::reliability {
 
+namespace detail {
+template <class L, class M> struct concat;
+template <class... C, class... R> struct concat<codec_list<C...>, codec_list<R...>> {
+  using type = codec_list<C..., R...>;
+};
+} // namespace detail
+
+/// @brief Every configuration's codec type, in configuration order: the codec list's, then its
+/// rotated codecs'.
+using fuzzed_codecs = detail::concat<all_codecs, rotated_codecs>::type;
+
 /// @brief Number of configurations `with_config` dispatches over.
 inline constexpr std::size_t config_count = [] {
   std::size_t n = 0;
-  all_codecs::for_each([&](auto t) { n += decltype(t)::type::examples().size(); });
+  const auto add = [&](auto t) { n += decltype(t)::type::examples().size(); };
+  fuzzed_codecs::for_each(add);
   return n;
 }();
 
 /// @brief Whether codec c's payload depends on the context's step (its random choices): random-k
 /// unless every stratum holds one element, stochastic rounding, the stochastic block-scaled
-/// codecs.
+/// codecs, the rotated codecs.
 template <class C> constexpr bool step_dependent(const C& c) {
   if constexpr (std::is_same_v<C, random_k>) {
     return !(c.count == 0 && c.fraction >= 1.0f);
@@ -34,6 +47,8 @@ template <class C> constexpr bool step_dependent(const C& c) {
     return c.round == rounding::stochastic;
   } else if constexpr (block_scaled_codec<C>) {
     return C::stochastic;
+  } else if constexpr (is_rotated_v<C>) {
+    return true; // the rotation's signs change with the step
   } else {
     return false;
   }
@@ -56,7 +71,7 @@ decltype(auto) with_config_of(std::size_t index, F&& f, codec_list<First, Rest..
 /// @brief Calls f(codec, stochastic) with configuration `index % config_count`; `stochastic` says
 /// whether the payload depends on the context's step (step_dependent).
 template <class F> decltype(auto) with_config(std::size_t index, F&& f) {
-  return detail::with_config_of(index % config_count, f, all_codecs{});
+  return detail::with_config_of(index % config_count, f, fuzzed_codecs{});
 }
 
 } // namespace commpress::reliability

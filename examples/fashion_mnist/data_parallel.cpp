@@ -8,7 +8,7 @@
 // order, Adam/AdamW step), one exchange per model stage. The same world can run 1-bit Adam
 // (commpress::onebit_adam, sign compression of the momentum with error feedback).
 //
-//   data_parallel [--codec fp32|q<bits>[:block<N>][:sym|:asym][:sr]]
+//   data_parallel [--codec fp32|q<bits>[:block<N>][:sym|:asym][:sr][:rot<k>]]
 //                 [--feedback none|ef|loco[:int8|:bf16|:f32]] [--beta 0.8] [--reset-every 1024]
 //                 [--optimizer adam|adamw|onebit_adam] [--freeze-fraction 0.2]
 //                 [--eps X] [--variance-floor 0] [--workers 4] [--batch-per-worker 32] [--lr 0.001]
@@ -81,7 +81,7 @@ struct options {
 };
 
 void print_usage(std::ostream& os) {
-  os << "usage: data_parallel [--codec fp32|q<bits>[:block<N>][:sym|:asym][:sr]]\n"
+  os << "usage: data_parallel [--codec fp32|q<bits>[:block<N>][:sym|:asym][:sr][:rot<k>]]\n"
         "                     [--feedback none|ef|loco[:int8|:bf16|:f32]] [--beta X]\n"
         "                     [--reset-every N] [--optimizer adam|adamw|onebit_adam]\n"
         "                     [--freeze-fraction X] [--eps X] [--variance-floor X]\n"
@@ -380,7 +380,10 @@ int run(const options& opt) {
   case ce::codec_spec::kind::quantize:
     if (spec.column_scales)
       throw std::invalid_argument("--codec: column scales need a row width; use block<N>");
-    run_codec(su, spec.q);
+    if (spec.rotate_log2 != 0)
+      run_codec(su, cp::rotated<cp::quantize>{spec.q, static_cast<std::uint8_t>(spec.rotate_log2)});
+    else
+      run_codec(su, spec.q);
     break;
   case ce::codec_spec::kind::top_k:
     throw std::invalid_argument("--codec: the LoCo comparison takes fp32 or q<bits>");

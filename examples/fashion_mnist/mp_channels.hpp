@@ -23,9 +23,11 @@
 
 #include "commpress/backend/cpu/identity.hpp"
 #include "commpress/backend/cpu/quantize.hpp"
+#include "commpress/backend/cpu/rotated.hpp"
 #include "commpress/backend/cpu/top_k.hpp"
 #include "commpress/compress/identity.hpp"
 #include "commpress/compress/quantize.hpp"
+#include "commpress/compress/rotated.hpp"
 #include "commpress/compress/top_k.hpp"
 #include "commpress/pipeline/channel.hpp"
 #include "commpress/pipeline/pipeline.hpp"
@@ -45,7 +47,9 @@ namespace cp = commpress;
 ///   default, per-tensor asymmetric min-max with round-to-nearest, is Rudakov's
 ///   `quantize_custom` (docs/methods.md 2.2); `column` is AQ-SGD's per-feature scale (4.2);
 /// - `topk<p>`, 0 < p <= 100: per-sample TopK keeping round(p% of the row) elements of each
-///   sample (docs/methods.md 4.3), at least one.
+///   sample (docs/methods.md 4.3), at least one;
+/// - `...:rot<k>` after any quantize spec, k in 3..12: the randomized Hadamard rotation in
+///   windows of 2^k elements before the quantizer (rotated<quantize>, docs/methods.md 16).
 struct codec_spec {
   enum class kind { identity, quantize, top_k };
   kind k = kind::identity;
@@ -55,6 +59,7 @@ struct codec_spec {
                  .range = cp::quant_range::asymmetric,
                  .round = cp::rounding::nearest};
   bool column_scales = false; ///< quantize: one scale per feature (group = the row width)
+  unsigned rotate_log2 = 0;   ///< quantize: log2 of the Hadamard rotation's window (0: none)
   double percent = 100.0;     ///< top_k: share of each sample's row that is kept, in percent
   std::string text;
 
@@ -143,6 +148,14 @@ inline codec_spec parse_codec(std::string_view text) {
       s.q.range = cp::quant_range::asymmetric;
     } else if (opt == "sr") {
       s.q.round = cp::rounding::stochastic;
+    } else if (opt.starts_with("rot")) {
+      try {
+        s.rotate_log2 = detail::parse_uint(opt.substr(3), "rotation window");
+      } catch (const std::invalid_argument&) {
+        fail("expected rot<log2 window>");
+      }
+      if (s.rotate_log2 < cp::hadamard_min_log2 || s.rotate_log2 > cp::hadamard_max_log2)
+        fail("rot<k> takes k in 3..12");
     } else {
       fail("unknown option '" + std::string(opt) + "'");
     }
@@ -312,6 +325,10 @@ make_boundary_direction(const codec_spec& c, const feedback_spec& fb, std::size_
     cp::quantize q = c.q;
     if (c.column_scales)
       q.group = static_cast<std::uint32_t>(width);
+    if (c.rotate_log2 != 0)
+      return detail::make_with_codec(
+          cp::rotated<cp::quantize>{q, static_cast<std::uint8_t>(c.rotate_log2)}, fb, rows, width,
+          samples, warmup_steps, seed, tensor_id);
     return detail::make_with_codec(q, fb, rows, width, samples, warmup_steps, seed, tensor_id);
   }
   case codec_spec::kind::top_k: {

@@ -104,6 +104,10 @@ CODECS = {
     "qsgd8": lambda: cp.qsgd8(block=512),
     "qsgd4": lambda: cp.qsgd4(block=512),
     "qsgd2": lambda: cp.qsgd2(block=512),
+    # the randomized Hadamard rotation in windows of 256 before the quantizer
+    "rq4": lambda: cp.rotated(cp.quantize(bits=4, granularity=cp.scale_granularity.block, group=128), 8),
+    "rq2": lambda: cp.rotated(cp.quantize(bits=2, granularity=cp.scale_granularity.block, group=128), 8),
+    "rmxfp4": lambda: cp.rotated(cp.mxfp4(), 8),
 }
 FEEDBACK = {
     "none": lambda: cp.none(),

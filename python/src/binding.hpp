@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "commpress/compress/codec_list.hpp"
-#include "commpress/compress/rotated.hpp"
 #include "commpress/core/context.hpp"
 #include "commpress/feedback/aq_sgd.hpp"
 #include "commpress/feedback/ef.hpp"
@@ -37,12 +36,8 @@ template <class... C, class... R> struct variant_of<codec_list<C...>, codec_list
   using type = std::variant<C..., R...>;
 };
 
-/// The rotated codecs the module binds (compress/rotated.hpp): the randomized Hadamard
-/// rotation before quantize, sign and MXFP4.
-using rotated_codecs = codec_list<rotated<quantize>, rotated<sign>, rotated<mxfp4>>;
-
 /// Every codec configuration the module knows: all of compress/codec_list.hpp, in its order,
-/// then the rotated codecs.
+/// then its rotated codecs.
 using any_codec = variant_of<all_codecs, rotated_codecs>::type;
 
 /// Every feedback configuration: each error storage of loco and aq_sgd is its own C++ type.

@@ -20,6 +20,7 @@
 #include "commpress/optim/adam.hpp"
 #include "commpress/optim/onebit_adam.hpp"
 #include "commpress/optim/sgd.hpp"
+#include "commpress/pipeline/layer_policy.hpp"
 #include "module.hpp"
 
 namespace commpress::py {
@@ -561,6 +562,43 @@ void bind_types(nb::module_& m) {
     bind_rotated<quantize>(m, "rotated_quantize");
     bind_rotated<sign>(m, "rotated_sign");
     bind_rotated<mxfp4>(m, "rotated_mxfp4");
+  }
+
+  // --- the layer policy ---------------------------------------------------------------------
+  nb::enum_<layer_verdict>(m, "layer_verdict",
+                           "A layer policy's verdict on one tensor (C++ layer_verdict).")
+      .value("compress", layer_verdict::compress)
+      .value("too_small", layer_verdict::too_small)
+      .value("one_dimensional", layer_verdict::one_dimensional)
+      .value("excluded", layer_verdict::excluded)
+      .value("low_compression_rate", layer_verdict::low_compression_rate);
+  {
+    auto c = nb::class_<layer_policy>(
+        m, "layer_policy", "Which tensors are compressed, the others sent plain (C++ layer_policy).");
+    const layer_policy d{};
+    c.def(
+         "__init__",
+         [](layer_policy* self, std::uint64_t min_elements, bool compress_1d,
+            double min_compression_rate, std::vector<std::string> exclude) {
+           new (self) layer_policy{min_elements, compress_1d, min_compression_rate,
+                                   std::move(exclude)};
+         },
+         nb::arg("min_elements") = d.min_elements, nb::arg("compress_1d") = d.compress_1d,
+         nb::arg("min_compression_rate") = d.min_compression_rate,
+         nb::arg("exclude") = std::vector<std::string>{})
+        .def_rw("min_elements", &layer_policy::min_elements)
+        .def_rw("compress_1d", &layer_policy::compress_1d)
+        .def_rw("min_compression_rate", &layer_policy::min_compression_rate)
+        .def_rw("exclude", &layer_policy::exclude)
+        .def(
+            "decide",
+            [](const layer_policy& p, const std::string& name, std::vector<std::uint64_t> shape,
+               dtype element, std::uint64_t payload_bytes) {
+              return p.decide(tensor_info{name, shape, element}, payload_bytes);
+            },
+            nb::arg("name"), nb::arg("shape"), nb::arg("element"), nb::arg("payload_bytes"),
+            "The verdict on a tensor whose payload would take payload_bytes bytes.");
+    add_common(c, "layer_policy", {"min_elements", "compress_1d", "min_compression_rate", "exclude"});
   }
 
   // --- feedback policies and their states ----------------------------------------------------

@@ -96,6 +96,9 @@ CODECS = [
     cp.qsgd2(block=128),
     cp.qsgd2(block=5, levels=1),
 ]
+# Then compress/codec_list.hpp's rotated_codecs: each inner codec's examples, each rotated in
+# windows of 2^3 and 2^8 (rotated<C>::examples()).
+CODECS += [cp.rotated(c, w) for kind in (cp.quantize, cp.sign, cp.mxfp4) for c in list(CODECS) if type(c) is kind for w in (3, 8)]
 CODEC_CTX = cp.context(seed=42, step=3, tensor_id=7)
 
 # reference.cpp pipelines().

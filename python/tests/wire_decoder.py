@@ -478,29 +478,38 @@ def body_bytes_for(codec: int, params: bytes, n: int) -> Optional[int]:
     return None
 
 
+def orthonormal_hadamard(rows: np.ndarray) -> np.ndarray:
+    """(1/sqrt(m)) H_m times each row of a (k, m) float64 array, m a power of two: the
+    butterflies of stride 1, 2, 4, ..., each pairing the halves of groups of 2 * stride."""
+    k, m = rows.shape
+    h = 1
+    while h < m:
+        g = rows.reshape(k, -1, 2, h)
+        rows = np.stack([g[:, :, 0, :] + g[:, :, 1, :], g[:, :, 0, :] - g[:, :, 1, :]], axis=2).reshape(k, m)
+        h *= 2
+    return rows * (1.0 / np.sqrt(np.float64(m)))
+
+
 def inverse_rotation(values: np.ndarray, h: Header) -> np.ndarray:
     """"Transform byte": the randomized Hadamard rotation undone, window by window."""
     n = values.size
     window = 1 << (h.transform & 15)
+    y = values.astype(np.float64)
+    full = n // window * window
+    if full:
+        y[:full] = orthonormal_hadamard(y[:full].reshape(-1, window)).reshape(-1)
+    at = full
+    while at < n:  # the short last window: the pieces of its length's binary digits
+        m = 1 << ((n - at).bit_length() - 1)
+        y[at : at + m] = orthonormal_hadamard(y[at : at + m].reshape(1, m)).reshape(-1)
+        at += m
     idx = np.arange(n, dtype=np.uint64)
     words = random_u32(rotation_key(h.seed, h.tensor_id), h.step, idx >> np.uint64(5))
     negative = (words >> (idx & np.uint64(31))) & np.uint64(1)
-    y = values.astype(np.float64)
-    for w in range(0, n, window):
-        length, at = min(window, n - w), 0
-        while at < length:
-            m = 1 << ((length - at).bit_length() - 1)  # the pieces: L's binary digits
-            piece = y[w + at : w + at + m].copy()
-            h_ = 1
-            while h_ < m:  # butterflies at stride h_: groups of 2 h_, their halves paired
-                g = piece.reshape(-1, 2, h_)
-                piece = np.stack([g[:, 0, :] + g[:, 1, :], g[:, 0, :] - g[:, 1, :]], axis=1).reshape(-1)
-                h_ *= 2
-            y[w + at : w + at + m] = piece * (1.0 / np.sqrt(np.float64(m)))
-            at += m
     y = np.where(negative == 1, -y, y)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return canonical(y.astype(F32))
+    largest = float(np.finfo(F32).max)
+    y = np.where(np.isfinite(y) & (np.abs(y) > largest), np.copysign(largest, y), y)  # saturate
+    return canonical(y.astype(F32))
 
 
 def decode(payload: bytes) -> np.ndarray:

@@ -22,6 +22,7 @@
 #include "commpress/compress/qsgd.hpp"
 #include "commpress/compress/quantize.hpp"
 #include "commpress/compress/random_k.hpp"
+#include "commpress/compress/rotated.hpp"
 #include "commpress/compress/sign.hpp"
 #include "commpress/compress/terngrad.hpp"
 #include "commpress/compress/top_k.hpp"
@@ -38,6 +39,11 @@ template <class... C> struct codec_list {
 /// @brief Every codec, one type per wire id.
 using all_codecs = codec_list<identity, cast, quantize, top_k, random_k, sign, fp8, mxfp8,
                               mxfp8_e5m2, mxfp4, nvfp4, terngrad, natural, qsgd8, qsgd4, qsgd2>;
+
+/// @brief The rotated codecs (compress/rotated.hpp) the fuzzers, the reliability tests and the
+/// Python binding run, after the codecs above: the randomized Hadamard rotation before
+/// quantize, sign and MXFP4. They share their inner codec's wire id.
+using rotated_codecs = codec_list<rotated<quantize>, rotated<sign>, rotated<mxfp4>>;
 
 namespace detail {
 

@@ -17,11 +17,11 @@
 /// them from the payload header alone: element i's sign is bit i % 32 of the random word
 /// random_u32(rotation_key(seed, tensor_id), step, i / 32), 1 meaning negative.
 ///
-/// Everything is computed in double, in a fixed butterfly order, and rounded to float once:
-/// the sums cannot overflow, the result is the correctly rounded value of the same double
-/// expression on every backend, and the inverse returns the input to within a float rounding.
+/// Everything is computed in double, in a fixed butterfly order, and rounded to float once
+/// (saturating at the largest float): the sums cannot overflow, the result is the correctly
+/// rounded value of the same double expression on every backend, and the inverse returns the
+/// input to within a float rounding.
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -133,8 +133,9 @@ COMMPRESS_HOST_DEVICE inline void apply_rotation_signs(double* x, std::uint64_t 
   for (std::uint64_t j = 0; j < len;) {
     const std::uint64_t i = first + j;
     const std::uint32_t word = words(i / 32);
-    const std::uint64_t end = std::min<std::uint64_t>(len, j + 32 - i % 32);
+    const std::uint64_t end = len < j + 32 - i % 32 ? len : j + 32 - i % 32;
     std::uint64_t t = j;
+#if !COMMPRESS_DEVICE_COMPILATION // the table is host memory
     if (i % 4 == 0)
       for (; t + 4 <= end; t += 4) {
         const double* s = rotation_sign_nibbles.s[(word >> ((first + t) % 32)) & 15u];
@@ -143,28 +144,29 @@ COMMPRESS_HOST_DEVICE inline void apply_rotation_signs(double* x, std::uint64_t 
         x[t + 2] *= s[2];
         x[t + 3] *= s[3];
       }
+#endif
     for (; t < end; ++t)
       x[t] *= (word >> ((first + t) % 32)) & 1u ? -1.0 : 1.0;
     j = end;
   }
 }
 
-/// d rounded to float, +-Inf where it rounds beyond the largest float (the plain conversion of
-/// such a double is undefined behaviour), and the canonical quiet NaN 0x7FC00000 for a NaN
-/// (whose payload and sign after the butterflies would depend on the instruction set).
-/// Selects, not branches, so that a loop of it vectorizes.
+/// d rounded to float, saturating: a finite d beyond the largest float becomes the largest
+/// float of its sign (as the cast codec saturates), so that no finite window rotates, or
+/// rotates back, to an infinity; an infinity stays one, and a NaN becomes the canonical quiet
+/// NaN 0x7FC00000 (its payload and sign after the butterflies would depend on the instruction
+/// set). Selects, not branches, so that a loop of it vectorizes.
 COMMPRESS_HOST_DEVICE inline float round_to_float(double d) {
   constexpr double largest = 3.4028234663852886e38; // the largest float, exactly
-  // 2^128 - 2^103, half an ulp above the largest float: it and everything beyond round to Inf.
-  constexpr double overflow = 340282356779733661637539395458142568448.0;
+  constexpr double largest_double = 1.7976931348623157e308; // beyond it: an infinity
 #if COMMPRESS_DEVICE_COMPILATION
   const double a = ::fabs(d);
   const float r = static_cast<float>(a > largest ? ::copysign(largest, d) : d); // NaN: NaN
-  const float f = a >= overflow ? ::copysignf(bits_to_float(0x7f800000u), r) : r;
+  const float f = a > largest_double ? ::copysignf(bits_to_float(0x7f800000u), r) : r;
 #else
   const double a = std::abs(d);
   const float r = static_cast<float>(a > largest ? std::copysign(largest, d) : d); // NaN: NaN
-  const float f = a >= overflow ? std::copysign(bits_to_float(0x7f800000u), r) : r;
+  const float f = a > largest_double ? std::copysign(bits_to_float(0x7f800000u), r) : r;
 #endif
   // A NaN's bits, chosen on the integer side so that a loop of this stays a vector loop.
   const std::uint32_t u = float_to_bits(f);

@@ -12,9 +12,11 @@
 #include <span>
 #include <string>
 
+#include "commpress/core/config.hpp"
 #include "commpress/core/context.hpp"
 #include "commpress/core/dtype.hpp"
 #include "commpress/core/error.hpp"
+#include "commpress/core/hadamard.hpp"
 #include "commpress/format/crc32c.hpp"
 
 namespace commpress {
@@ -85,7 +87,7 @@ template <class U> inline U load_le(const unsigned char* p) {
 /// @brief Byte 7: the transform applied to the tensor before the codec encoded it, inverted
 /// after decode. 0: none. Otherwise the high four bits name the transform and the low four
 /// its parameter; the one transform is the randomized Hadamard rotation (kind 1), whose
-/// parameter is log2 of its window, 3 to 12 (core/hadamard.hpp).
+/// parameter is log2 of its window, hadamard_min_log2 to hadamard_max_log2 (core/hadamard.hpp).
 namespace transform_byte {
 inline constexpr std::uint8_t none = 0;
 inline constexpr std::uint8_t hadamard_kind = 1;
@@ -93,9 +95,10 @@ inline constexpr std::uint8_t hadamard_kind = 1;
 constexpr std::uint8_t hadamard(unsigned log2_window) {
   return static_cast<std::uint8_t>(hadamard_kind << 4 | (log2_window & 0xfu));
 }
-/// Whether this build knows the transform `b` names.
-constexpr bool known(std::uint8_t b) {
-  return b == none || (b >> 4 == hadamard_kind && (b & 0xfu) >= 3 && (b & 0xfu) <= 12);
+/// Whether this build knows the transform `b` names (host and device validators).
+COMMPRESS_HOST_DEVICE constexpr bool known(std::uint8_t b) {
+  return b == none || (b >> 4 == hadamard_kind && (b & 0xfu) >= hadamard_min_log2 &&
+                       (b & 0xfu) <= hadamard_max_log2);
 }
 } // namespace transform_byte
 

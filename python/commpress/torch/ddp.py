@@ -22,7 +22,6 @@ of hanging in a collective of another size.
 """
 
 # No `from __future__ import annotations`: DDP checks __call__'s annotations as objects.
-import fnmatch
 import hashlib
 import zlib
 from dataclasses import dataclass
@@ -47,18 +46,32 @@ def tensor_id_of(name: str) -> int:
 
 @dataclass(frozen=True)
 class LayerPolicy:
-    """Which parameters are compressed; the others go through a plain fp32 all-reduce."""
+    """Which parameters are compressed; the others go through a plain fp32 all-reduce. The
+    rules are the C++ ``layer_policy``'s (``commpress.layer_policy``), checked in this order."""
 
     min_numel: int = 1024  #: tensors with fewer elements are sent uncompressed
     compress_1d: bool = False  #: 1-D tensors (biases, norms) are sent uncompressed unless True
-    exclude: Tuple[str, ...] = ()  #: fnmatch patterns of parameter names sent uncompressed
+    exclude: Tuple[str, ...] = ()  #: glob patterns (``*``, ``?``) of parameter names sent uncompressed
+    #: tensors whose fp32 bytes over the pipeline's payload bytes fall below this are sent
+    #: uncompressed (PyTorch PowerSGD's ``min_compression_rate``; 0: no such rule)
+    min_compression_rate: float = 0.0
 
-    def compressed(self, name: str, p: torch.Tensor) -> bool:
-        if p.numel() < self.min_numel:
-            return False
-        if p.dim() <= 1 and not self.compress_1d:
-            return False
-        return not any(fnmatch.fnmatchcase(name, pat) for pat in self.exclude)
+    def verdict(self, name: str, p: torch.Tensor, pipe: Any) -> "_cp.layer_verdict":
+        """The C++ layer_policy's verdict on parameter `p` compressed with `pipe`."""
+        policy = _cp.layer_policy(
+            min_elements=self.min_numel,
+            compress_1d=self.compress_1d,
+            min_compression_rate=self.min_compression_rate,
+            exclude=list(self.exclude),
+        )
+        element = _DTYPES.get(p.dtype, _cp.dtype.f32)
+        return policy.decide(name, list(p.shape), element, _cp.max_payload_bytes(pipe, p.numel()))
+
+    def compressed(self, name: str, p: torch.Tensor, pipe: Any) -> bool:
+        return self.verdict(name, p, pipe) == _cp.layer_verdict.compress
+
+
+_DTYPES = {torch.float16: _cp.dtype.f16, torch.bfloat16: _cp.dtype.bf16}
 
 
 @dataclass
@@ -197,7 +210,7 @@ class CompressionHook:
         plain: List[Tuple[str, torch.Tensor]] = []
         packed: List[Tuple[str, torch.Tensor]] = []
         for name, p, g in zip(names, params, grads):
-            if self.step >= self.warmup_steps and self.layer_policy.compressed(name, p):
+            if self.step >= self.warmup_steps and self.layer_policy.compressed(name, p, self.pipe):
                 packed.append((name, g))
             else:
                 plain.append((name, g))

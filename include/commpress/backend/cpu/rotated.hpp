@@ -16,8 +16,8 @@
 ///
 /// Non-finite inputs: under zero_and_count a NaN or Inf counts as 0 before the rotation; under
 /// propagate it makes its whole window NaN, which the inner codec sends as such. The count
-/// returned is the input's NaN/Inf elements plus the rotated values of finite windows that
-/// overflow to Inf (a window whose L2 norm nears the largest float).
+/// returned is the input's NaN/Inf elements. A finite window whose rotated values pass the
+/// largest float is saturated there (core/hadamard.hpp), so it stays finite.
 
 #include <algorithm>
 #include <concepts>
@@ -70,7 +70,7 @@ std::size_t sum_over_windows(const Policy& p, std::uint64_t n, std::uint64_t b, 
 }
 
 /// Rotates in[first, last), one window, into y[first, last): screens NaN/Inf by `policy` and
-/// returns their count plus the rotated values of a finite window that overflow.
+/// returns their count.
 template <element T>
 std::size_t forward_window(const T* in, float* y, std::uint64_t first, std::uint64_t last,
                            nonfinite_policy policy, rng_key key, std::uint64_t step) {
@@ -85,13 +85,9 @@ std::size_t forward_window(const T* in, float* y, std::uint64_t first, std::uint
     buf[j] = !finite && zero ? 0.0 : static_cast<double>(v);
   }
   hadamard_forward(buf, len, key, step, first);
-  std::size_t overflowed = 0;
-  for (std::uint64_t j = 0; j < len; ++j) {
-    const float r = commpress::detail::round_to_float(buf[j]);
-    overflowed += commpress::detail::is_finite(r) ? 0u : 1u;
-    y[first + j] = r;
-  }
-  return bad != 0 ? bad : overflowed;
+  for (std::uint64_t j = 0; j < len; ++j)
+    y[first + j] = commpress::detail::round_to_float(buf[j]);
+  return bad;
 }
 
 /// The window [first, last) rotated back from its decoded values v[0, last - first):
@@ -122,12 +118,20 @@ void decode(const Policy& p, const rotated<C>& c, const payload_header& h,
   });
 }
 
-/// The rotated tensor's floats at the front of a workspace.
-inline float* rotated_floats(std::span<std::byte> ws) {
-  COMMPRESS_EXPECTS(reinterpret_cast<std::uintptr_t>(ws.data()) % alignof(float) == 0,
-                    errc::invalid_argument, "rotated", "the workspace must be 4-byte aligned");
-  return reinterpret_cast<float*>(ws.data());
-}
+/// The rotated tensor's n floats in a workspace of workspace_bytes(), at its first 4-byte
+/// aligned byte (a workspace may start anywhere), and the scratch after them.
+struct rotated_scratch {
+  float* y;
+  std::span<std::byte> rest;
+
+  rotated_scratch(std::span<std::byte> ws, std::uint64_t n) {
+    const std::size_t skip = (alignof(float) - reinterpret_cast<std::uintptr_t>(ws.data()) %
+                                                   alignof(float)) %
+                             alignof(float);
+    y = reinterpret_cast<float*>(ws.data() + skip);
+    rest = ws.subspan(skip + 4 * n);
+  }
+};
 
 } // namespace rotation
 } // namespace commpress::cpu::detail
@@ -144,10 +148,10 @@ struct codec_impl<rotated<C>, Policy> {
   static constexpr bool hashes_body = inner::hashes_body;
   static constexpr bool custom_roundtrip = true;
 
-  /// The rotated tensor (4n bytes) and the inner codec's scratch for encode, or the inner
-  /// roundtrip's scratch.
+  /// The rotated tensor (4n bytes, and up to 3 to align it) and the inner codec's scratch for
+  /// encode, or the inner roundtrip's scratch.
   static std::uint64_t workspace_bytes(const rotated<C>& c, std::uint64_t n) {
-    return std::max<std::uint64_t>(4 * n + inner::workspace_bytes(c.inner, n),
+    return std::max<std::uint64_t>(alignof(float) - 1 + 4 * n + inner::workspace_bytes(c.inner, n),
                                    commpress::workspace_bytes(Policy{}, c.inner, n));
   }
 
@@ -161,10 +165,9 @@ struct codec_impl<rotated<C>, Policy> {
   static std::size_t encode_body(const Policy& p, const rotated<C>& c, const context& ctx,
                                  std::span<const T> in, unsigned char* body,
                                  std::span<std::byte> ws) {
-    float* y = cpu::detail::rotation::rotated_floats(ws);
-    const std::size_t bad = forward(p, c, ctx, in.data(), y, in.size());
-    inner::encode_body(p, c.inner, ctx, std::span<const float>(y, in.size()), body,
-                       ws.subspan(4 * in.size()));
+    const cpu::detail::rotation::rotated_scratch s(ws, in.size());
+    const std::size_t bad = forward(p, c, ctx, in.data(), s.y, in.size());
+    inner::encode_body(p, c.inner, ctx, std::span<const float>(s.y, in.size()), body, s.rest);
     return bad;
   }
 
@@ -174,10 +177,9 @@ struct codec_impl<rotated<C>, Policy> {
                                  std::span<std::byte> ws, format::body_checksum& sum)
   requires hashes_body
   {
-    float* y = cpu::detail::rotation::rotated_floats(ws);
-    const std::size_t bad = forward(p, c, ctx, in.data(), y, in.size());
-    inner::encode_body(p, c.inner, ctx, std::span<const float>(y, in.size()), body,
-                       ws.subspan(4 * in.size()), sum);
+    const cpu::detail::rotation::rotated_scratch s(ws, in.size());
+    const std::size_t bad = forward(p, c, ctx, in.data(), s.y, in.size());
+    inner::encode_body(p, c.inner, ctx, std::span<const float>(s.y, in.size()), body, s.rest, sum);
     return bad;
   }
 

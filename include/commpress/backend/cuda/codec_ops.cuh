@@ -103,10 +103,8 @@ COMMPRESS_KERNEL void validate_kernel(const unsigned char* p, expectation e, crc
     err = errc::bad_magic;
   } else if (p[field::version] != format::version) {
     err = errc::bad_version;
-  } else if (const unsigned t = p[field::transform];
-             t != format::transform_byte::none &&
-             (t >> 4 != format::transform_byte::hadamard_kind || (t & 0xfu) < 3 || (t & 0xfu) > 12)) {
-    err = errc::corrupt; // format::transform_byte::known
+  } else if (!format::transform_byte::known(p[field::transform])) {
+    err = errc::corrupt;
   } else if (declared > e.payload_bytes - format::header_bytes) {
     err = errc::truncated;
   } else if (load_word<std::uint32_t>(p + field::crc) !=
