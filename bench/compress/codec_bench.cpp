@@ -6,29 +6,18 @@
 
 #include <benchmark/benchmark.h>
 
-#include <cstring>
 #include <span>
 
 #include "common/buffers.hpp"
+#include "common/copy.hpp"
 #include "commpress/commpress.hpp"
 
 namespace cp = commpress;
+using commpress_bench::BM_copy;
 using commpress_bench::gaussian_input;
 using commpress_bench::scratch;
 
 namespace {
-
-void BM_copy(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  const auto& x = gaussian_input(n);
-  auto out = scratch(0, 4 * n);
-  for (auto _ : state) {
-    std::memcpy(out.data(), x.data(), 4 * n);
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 4 * n));
-}
 
 /// The payload checksum alone, each implementation of format/crc32c.hpp: one 64 KiB checksum
 /// chunk (three for the three-chain kernel), hashed from L2 as the encoders do, and 256 MiB

@@ -17,9 +17,11 @@
 #include <vector>
 
 #include "common/buffers.hpp"
+#include "common/copy.hpp"
 #include "commpress/commpress.hpp"
 
 namespace cp = commpress;
+using commpress_bench::BM_copy;
 using commpress_bench::scratch;
 
 namespace {
@@ -42,18 +44,6 @@ const std::vector<float>& input_of(input kind, std::size_t n) {
         x[i] = x[i] < 0 ? -40.0f : 40.0f;
   }
   return it->second;
-}
-
-void BM_copy(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  const std::vector<float>& x = input_of(input::gaussian, n);
-  auto out = scratch(0, 4 * n);
-  for (auto _ : state) {
-    std::memcpy(out.data(), x.data(), 4 * n);
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 4 * n));
 }
 
 template <class Codec> void BM_roundtrip(benchmark::State& state, Codec c, input kind) {
