@@ -93,8 +93,7 @@ std::pair<timed, timed> encode_fns(const std::string& tag, const Policy& p, cons
 template <bool Accumulate, class Policy, class C>
 std::pair<timed, timed> decode_fns(const std::string& tag, const Policy& p, const C& c,
                                    std::span<const std::byte> payload, std::span<float> out) {
-  const cp::payload_header h =
-      cp::format::validate_for(payload, c, out.size());
+  const cp::payload_header h = cp::format::validate_for(payload, c, out.size());
   using impl = cp::detail::codec_impl<C, Policy>;
   return {{tag.empty() ? "kernel" : tag,
            [p, c, payload, out] {

@@ -67,8 +67,9 @@ template <class Codec> void BM_roundtrip(benchmark::State& state, Codec c, input
 }
 
 template <class Codec> void register_pair(const char* name, Codec c) {
-  const std::pair<input, const char*> inputs[] = {
-      {input::gaussian, "gaussian"}, {input::outliers, "outliers"}, {input::student_t, "student_t"}};
+  const std::pair<input, const char*> inputs[] = {{input::gaussian, "gaussian"},
+                                                  {input::outliers, "outliers"},
+                                                  {input::student_t, "student_t"}};
   for (const auto& [kind, kind_name] : inputs) {
     const std::string suffix = std::string(name) + "/" + kind_name;
     benchmark::RegisterBenchmark(("BM_roundtrip/plain/" + suffix).c_str(),

@@ -87,7 +87,9 @@ template <class C> void bind_rotated(nb::module_& m, const char* name) {
                          "2^log2_window elements (C++ rotated); build it with commpress.rotated.");
   c.def(
        "__init__",
-       [](R* self, const C& inner, std::uint8_t log2_window) { new (self) R{inner, log2_window}; },
+       [](R* self, const C& inner, std::uint8_t log2_window) {
+         new (self) R{inner, log2_window};
+       },
        nb::arg("inner"), nb::arg("log2_window") = R{}.log2_window)
       .def_rw("inner", &R::inner)
       .def_rw("log2_window", &R::log2_window);
@@ -574,14 +576,15 @@ void bind_types(nb::module_& m) {
       .value("low_compression_rate", layer_verdict::low_compression_rate);
   {
     auto c = nb::class_<layer_policy>(
-        m, "layer_policy", "Which tensors are compressed, the others sent plain (C++ layer_policy).");
+        m, "layer_policy",
+        "Which tensors are compressed, the others sent plain (C++ layer_policy).");
     const layer_policy d{};
     c.def(
          "__init__",
          [](layer_policy* self, std::uint64_t min_elements, bool compress_1d,
             double min_compression_rate, std::vector<std::string> exclude) {
-           new (self) layer_policy{min_elements, compress_1d, min_compression_rate,
-                                   std::move(exclude)};
+           new (self)
+               layer_policy{min_elements, compress_1d, min_compression_rate, std::move(exclude)};
          },
          nb::arg("min_elements") = d.min_elements, nb::arg("compress_1d") = d.compress_1d,
          nb::arg("min_compression_rate") = d.min_compression_rate,
@@ -598,7 +601,8 @@ void bind_types(nb::module_& m) {
             },
             nb::arg("name"), nb::arg("shape"), nb::arg("element"), nb::arg("payload_bytes"),
             "The verdict on a tensor whose payload would take payload_bytes bytes.");
-    add_common(c, "layer_policy", {"min_elements", "compress_1d", "min_compression_rate", "exclude"});
+    add_common(c, "layer_policy",
+               {"min_elements", "compress_1d", "min_compression_rate", "exclude"});
   }
 
   // --- feedback policies and their states ----------------------------------------------------

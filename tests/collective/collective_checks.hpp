@@ -266,9 +266,9 @@ template <class Comm> failures check_all_gather(Comm& comm) {
                   1001, "all_gather quantize");
   all_gather_case(comm, f, cp::pipeline<cp::none, cp::cast>{{}, {.to = cp::dtype::bf16}}, 1001,
                   "all_gather cast");
-  all_gather_case(comm, f,
-                  cp::pipeline<cp::ef, cp::rotated<cp::quantize>>{{}, {{.bits = 4, .group = 64}, 7}},
-                  1001, "all_gather ef+rotated quantize");
+  all_gather_case(
+      comm, f, cp::pipeline<cp::ef, cp::rotated<cp::quantize>>{{}, {{.bits = 4, .group = 64}, 7}},
+      1001, "all_gather ef+rotated quantize");
   {
     const std::uint64_t n = 333;
     const cp::pipeline<cp::none, cp::identity> pipe{};

@@ -13,8 +13,9 @@
 //   inner codec's error on the rotated tensor; and on heavy-tailed inputs a 4-bit quantizer
 //   loses less after the rotation;
 // - edge cases (empty, one element, short last windows, all zero, NaN/Inf, denormals, values
-//   near the float maximum, which saturate rather than overflow) and bad input (a payload with another rotation, none, or an
-//   unknown transform byte; a bad window size), each refused with nothing written.
+//   near the float maximum, which saturate rather than overflow) and bad input (a payload with
+//   another rotation, none, or an unknown transform byte; a bad window size), each refused with
+//   nothing written.
 
 #include <doctest/doctest.h>
 
@@ -70,7 +71,8 @@ std::vector<std::byte> encode_payload(const C& c, const std::vector<T>& x,
   return p;
 }
 
-template <class C> std::vector<float> decoded(const C& c, std::span<const std::byte> p, std::size_t n) {
+template <class C>
+std::vector<float> decoded(const C& c, std::span<const std::byte> p, std::size_t n) {
   std::vector<float> y(n, 42.0f);
   cp::decode(cp::cpu::seq, c, p, std::span(y));
   return y;
@@ -107,10 +109,10 @@ std::vector<double> forward(std::vector<double> x, std::uint64_t first = 0,
   return x;
 }
 
-constexpr cp::quantize q4_tensor{.bits = 4, .granularity = cp::scale_granularity::tensor,
-                                 .group = 0};
-constexpr cp::quantize q4_block{.bits = 4, .granularity = cp::scale_granularity::block,
-                                .group = 256};
+constexpr cp::quantize q4_tensor{
+    .bits = 4, .granularity = cp::scale_granularity::tensor, .group = 0};
+constexpr cp::quantize q4_block{
+    .bits = 4, .granularity = cp::scale_granularity::block, .group = 256};
 
 } // namespace
 
@@ -198,7 +200,8 @@ TEST_CASE_TEMPLATE("rotated<C>: decode(encode(x)) is roundtrip(x), bit for bit",
         CAPTURE(int{log2});
         const std::vector<float> x = heavy_tailed(n, static_cast<std::uint32_t>(n) + 1, 50, 40.0f);
         const std::vector<std::byte> p = encode_payload(c, x);
-        CHECK(cp::format::read_header(p.data()).transform == cp::format::transform_byte::hadamard(log2));
+        CHECK(cp::format::read_header(p.data()).transform ==
+              cp::format::transform_byte::hadamard(log2));
         const std::vector<float> y = decoded(c, p, n);
         CHECK(same_bits(y, roundtripped(c, x)));
         // decode_accumulate adds weight * decoded value to what is there.
@@ -288,7 +291,8 @@ TEST_CASE("rotated<C> with error feedback: the errors telescope") {
   for (std::uint64_t t = 0; t < 20; ++t) {
     const std::vector<float> g = heavy_tailed(n, static_cast<std::uint32_t>(t), 50, 20.0f);
     const cp::context at{.seed = 1, .step = t, .tensor_id = 0};
-    cp::encode(cp::cpu::seq, pipe, st, at, std::span<const float>(g), std::span(out), std::span(ws));
+    cp::encode(cp::cpu::seq, pipe, st, at, std::span<const float>(g), std::span(out),
+               std::span(ws));
     auto rs = pipe.make_receiver_state(n);
     std::vector<float> y(n);
     cp::decode(cp::cpu::seq, pipe, rs, std::span<const std::byte>(out), std::span(y));
@@ -341,8 +345,8 @@ TEST_CASE("rotated<C>: edge cases") {
       x[i] = -x[i];
     std::vector<std::byte> p(cp::max_payload_bytes(c, x.size()));
     std::vector<std::byte> ws(cp::workspace_bytes(cp::cpu::seq, c, x.size()));
-    const cp::encode_result r = cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(x),
-                                           std::span(p), std::span(ws));
+    const cp::encode_result r =
+        cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(x), std::span(p), std::span(ws));
     CHECK(r.nonfinite == 0);
     for (float v : decoded(c, p, x.size()))
       CHECK(std::isfinite(v));
@@ -359,8 +363,8 @@ TEST_CASE("rotated<C>: edge cases") {
     zero.on_nonfinite = cp::nonfinite_policy::zero_and_count;
     std::vector<std::byte> p(cp::max_payload_bytes(c, x.size()));
     std::vector<std::byte> ws(cp::workspace_bytes(cp::cpu::seq, c, x.size()));
-    const cp::encode_result r = cp::encode(cp::cpu::seq, c, zero, std::span<const float>(x),
-                                           std::span(p), std::span(ws));
+    const cp::encode_result r =
+        cp::encode(cp::cpu::seq, c, zero, std::span<const float>(x), std::span(p), std::span(ws));
     CHECK(r.nonfinite == 1);
     for (float v : decoded(c, p, x.size()))
       CHECK(std::isfinite(v));
@@ -382,7 +386,7 @@ TEST_CASE("rotated<C>: bad input is refused and nothing is written") {
     }
     CHECK(y == std::vector<float>(n, 42.0f));
   };
-  refused(q4_block, p, cp::errc::codec_mismatch);                              // not rotated
+  refused(q4_block, p, cp::errc::codec_mismatch);                               // not rotated
   refused(cp::rotated<cp::quantize>{q4_block, 7}, p, cp::errc::codec_mismatch); // other window
   refused(c, encode_payload(q4_block, x), cp::errc::codec_mismatch);            // plain payload
   refused(c, std::span(p).first(p.size() - 1), cp::errc::truncated);
@@ -394,5 +398,6 @@ TEST_CASE("rotated<C>: bad input is refused and nothing is written") {
   flipped[cp::format::header_bytes + 20] ^= std::byte{1};
   refused(c, flipped, cp::errc::checksum_mismatch);
   CHECK(cp::rotated<cp::quantize>{q4_block, 2}.can_implement(n).code == cp::errc::invalid_argument);
-  CHECK(cp::rotated<cp::quantize>{q4_block, 13}.can_implement(n).code == cp::errc::invalid_argument);
+  CHECK(cp::rotated<cp::quantize>{q4_block, 13}.can_implement(n).code ==
+        cp::errc::invalid_argument);
 }

@@ -66,7 +66,8 @@ TEST_SUITE("format") {
         {"wrong magic", [](auto& p) { p[0] = std::byte{'X'}; }, cp::errc::bad_magic},
         {"future version", [](auto& p) { p[4] = std::byte{2}; }, cp::errc::bad_version},
         {"unknown transform byte", [](auto& p) { p[7] = std::byte{1}; }, cp::errc::corrupt},
-        {"rotation window out of range", [](auto& p) { p[7] = std::byte{0x1d}; }, cp::errc::corrupt},
+        {"rotation window out of range", [](auto& p) { p[7] = std::byte{0x1d}; },
+         cp::errc::corrupt},
         {"rotation on a codec that was not rotated",
          [](auto& p) {
            p[7] = std::byte{0x18};

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "commpress/backend/cpu/quantize.hpp"
-#include "commpress/compress/quantize.hpp"
 #include "commpress/compress/identity.hpp"
+#include "commpress/compress/quantize.hpp"
 #include "commpress/pipeline/layer_policy.hpp"
 #include "commpress/pipeline/pipeline.hpp"
 
@@ -39,7 +39,8 @@ TEST_CASE("layer_policy: the defaults skip small and 1-D tensors") {
   CHECK(p.decide(q4, info("scalar", {})) == cp::layer_verdict::too_small);
 }
 
-TEST_CASE("layer_policy: every rule can be switched, and the first that applies names the verdict") {
+TEST_CASE(
+    "layer_policy: every rule can be switched, and the first that applies names the verdict") {
   cp::layer_policy p{.min_elements = 0, .compress_1d = true};
   const std::vector<std::uint64_t> bias{64}, emb{50000, 512};
   CHECK(p.compressed(q4, info("fc.bias", bias)));

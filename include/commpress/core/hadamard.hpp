@@ -157,7 +157,7 @@ COMMPRESS_HOST_DEVICE inline void apply_rotation_signs(double* x, std::uint64_t 
 /// NaN 0x7FC00000 (its payload and sign after the butterflies would depend on the instruction
 /// set). Selects, not branches, so that a loop of it vectorizes.
 COMMPRESS_HOST_DEVICE inline float round_to_float(double d) {
-  constexpr double largest = 3.4028234663852886e38; // the largest float, exactly
+  constexpr double largest = 3.4028234663852886e38;         // the largest float, exactly
   constexpr double largest_double = 1.7976931348623157e308; // beyond it: an infinity
 #if COMMPRESS_DEVICE_COMPILATION
   const double a = ::fabs(d);

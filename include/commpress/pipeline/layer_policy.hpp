@@ -26,9 +26,9 @@ namespace commpress {
 
 /// @brief What a layer policy knows of a tensor.
 struct tensor_info {
-  std::string_view name;                 ///< the parameter's name, e.g. "layer1.0.conv1.weight"
-  std::span<const std::uint64_t> shape;  ///< its dimensions (empty for a scalar)
-  dtype element = dtype::f32;            ///< the element type it would be sent in uncompressed
+  std::string_view name;                ///< the parameter's name, e.g. "layer1.0.conv1.weight"
+  std::span<const std::uint64_t> shape; ///< its dimensions (empty for a scalar)
+  dtype element = dtype::f32;           ///< the element type it would be sent in uncompressed
 
   /// Elements: the product of the dimensions (1 for a scalar).
   [[nodiscard]] constexpr std::uint64_t count() const noexcept {

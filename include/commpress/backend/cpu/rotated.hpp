@@ -50,6 +50,11 @@ concept window_decodable = requires(const C& c, const unsigned char* body, float
   decode_values(c, std::uint64_t{}, body, std::uint64_t{}, std::uint64_t{}, dst);
 };
 
+/// The codecs and host policies rotated<C> runs on.
+template <class C, class Policy>
+concept rotatable = window_decodable<C> &&
+    (std::same_as<Policy, seq_t> || std::same_as<Policy, par_t>);
+
 namespace rotation {
 
 /// Calls f(first, last) for every window of b elements in [0, n) (the last one possibly
@@ -76,14 +81,9 @@ std::size_t forward_window(const T* in, float* y, std::uint64_t first, std::uint
                            nonfinite_policy policy, rng_key key, std::uint64_t step) {
   double buf[std::uint64_t{1} << hadamard_max_log2];
   const std::uint64_t len = last - first;
-  const bool zero = policy == nonfinite_policy::zero_and_count;
   std::size_t bad = 0;
-  for (std::uint64_t j = 0; j < len; ++j) {
-    const float v = to_float(in[first + j]);
-    const bool finite = commpress::detail::is_finite(v);
-    bad += finite ? 0u : 1u;
-    buf[j] = !finite && zero ? 0.0 : static_cast<double>(v);
-  }
+  for (std::uint64_t j = 0; j < len; ++j)
+    buf[j] = commpress::detail::screen(to_float(in[first + j]), policy, bad);
   hadamard_forward(buf, len, key, step, first);
   for (std::uint64_t j = 0; j < len; ++j)
     y[first + j] = commpress::detail::round_to_float(buf[j]);
@@ -125,9 +125,9 @@ struct rotated_scratch {
   std::span<std::byte> rest;
 
   rotated_scratch(std::span<std::byte> ws, std::uint64_t n) {
-    const std::size_t skip = (alignof(float) - reinterpret_cast<std::uintptr_t>(ws.data()) %
-                                                   alignof(float)) %
-                             alignof(float);
+    const std::size_t skip =
+        (alignof(float) - reinterpret_cast<std::uintptr_t>(ws.data()) % alignof(float)) %
+        alignof(float);
     y = reinterpret_cast<float*>(ws.data() + skip);
     rest = ws.subspan(skip + 4 * n);
   }
@@ -139,8 +139,7 @@ struct rotated_scratch {
 namespace commpress::detail {
 
 template <class C, class Policy>
-requires cpu::detail::window_decodable<C> &&
-    (std::same_as<Policy, cpu::seq_t> || std::same_as<Policy, cpu::par_t>)
+requires cpu::detail::rotatable<C, Policy>
 struct codec_impl<rotated<C>, Policy> {
   using inner = host_impl_t<C, Policy>;
   /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl): the body is the
@@ -155,9 +154,7 @@ struct codec_impl<rotated<C>, Policy> {
                                    commpress::workspace_bytes(Policy{}, c.inner, n));
   }
 
-  static std::size_t ordered_body_from(const rotated<C>& c, std::uint64_t n)
-  requires hashes_body
-  {
+  static std::size_t ordered_body_from(const rotated<C>& c, std::uint64_t n) requires hashes_body {
     return inner::ordered_body_from(c.inner, n);
   }
 
@@ -165,22 +162,15 @@ struct codec_impl<rotated<C>, Policy> {
   static std::size_t encode_body(const Policy& p, const rotated<C>& c, const context& ctx,
                                  std::span<const T> in, unsigned char* body,
                                  std::span<std::byte> ws) {
-    const cpu::detail::rotation::rotated_scratch s(ws, in.size());
-    const std::size_t bad = forward(p, c, ctx, in.data(), s.y, in.size());
-    inner::encode_body(p, c.inner, ctx, std::span<const float>(s.y, in.size()), body, s.rest);
-    return bad;
+    return encode_rotated(p, c, ctx, in, body, ws);
   }
 
   template <element T>
   static std::size_t encode_body(const Policy& p, const rotated<C>& c, const context& ctx,
                                  std::span<const T> in, unsigned char* body,
-                                 std::span<std::byte> ws, format::body_checksum& sum)
-  requires hashes_body
-  {
-    const cpu::detail::rotation::rotated_scratch s(ws, in.size());
-    const std::size_t bad = forward(p, c, ctx, in.data(), s.y, in.size());
-    inner::encode_body(p, c.inner, ctx, std::span<const float>(s.y, in.size()), body, s.rest, sum);
-    return bad;
+                                 std::span<std::byte> ws,
+                                 format::body_checksum& sum) requires hashes_body {
+    return encode_rotated(p, c, ctx, in, body, ws, sum);
   }
 
   template <element T>
@@ -213,10 +203,23 @@ struct codec_impl<rotated<C>, Policy> {
   }
 
 private:
+  /// Rotates `in` into the workspace and encodes it with the inner codec (passing it the body
+  /// checksum where it hashes the body). Returns the input's NaN/Inf count.
+  template <element T, class... Checksum>
+  static std::size_t encode_rotated(const Policy& p, const rotated<C>& c, const context& ctx,
+                                    std::span<const T> in, unsigned char* body,
+                                    std::span<std::byte> ws, Checksum&... sum) {
+    const cpu::detail::rotation::rotated_scratch s(ws, in.size());
+    const std::size_t bad = forward(p, c, ctx, in.data(), s.y, in.size());
+    inner::encode_body(p, c.inner, ctx, std::span<const float>(s.y, in.size()), body, s.rest,
+                       sum...);
+    return bad;
+  }
+
   /// Every window of in[0, n) rotated into y (in may be y: a window is read whole first).
   template <element T>
-  static std::size_t forward(const Policy& p, const rotated<C>& c, const context& ctx,
-                             const T* in, float* y, std::uint64_t n) {
+  static std::size_t forward(const Policy& p, const rotated<C>& c, const context& ctx, const T* in,
+                             float* y, std::uint64_t n) {
     const rng_key key = rotation_key(ctx.seed, ctx.tensor_id);
     return cpu::detail::rotation::sum_over_windows(
         p, n, c.window(), [&](std::uint64_t first, std::uint64_t last) {
