@@ -149,6 +149,14 @@ int main(int argc, char** argv) {
                               .range = quant_range::asymmetric});
   register_codec("top_k_1pct", cp::top_k{.fraction = 0.01f});
   register_codec("top_k_10pct", cp::top_k{.fraction = 0.1f});
+  // chunked top-k as DeMo / SparseLoCo send it: 2 of every 64 elements, 1-byte indices, and the
+  // same selection with 2-bit values (one scale per 64 kept values)
+  register_codec("top_k_chunk64_2", cp::top_k{.count = 2, .row_length = 64});
+  register_codec(
+      "top_k_chunk64_2_q2",
+      cp::top_k{.count = 2,
+                .row_length = 64,
+                .value_quantizer = {.bits = 2, .group = 64, .range = quant_range::asymmetric}});
   register_codec("random_k_1pct", cp::random_k{.fraction = 0.01f});
   register_codec("sign_rms_tensor", cp::sign{.scale = cp::sign_scale::rms});
   register_codec("fp8_e4m3_block128", cp::fp8{});

@@ -13,7 +13,7 @@
 //                  [--lr 0.05] [--momentum 0.9] [--seed 1] [--train-subset N]
 //                  [--data-dir DIR] [--csv PATH]
 //
-// SPEC: fp32 | q<bits>[:tensor|:block<N>|:column][:asym|:sym][:sr] | topk<percent>
+// SPEC: fp32 | q<bits>[:tensor|:block<N>|:column][:asym|:sym][:sr] | topk<percent>[:q<bits>]
 // (see mp_channels.hpp). --feedback sets both directions, except aq_sgd, which is a forward
 // (activation) method: its gradients go without feedback unless --bwd-feedback says otherwise.
 // AQ-SGD warms up for one epoch (full activations, filling the per-sample buffers).
@@ -64,7 +64,7 @@ void print_usage(std::ostream& os) {
         "                      [--bwd-feedback F] [--epochs N] [--batch N] [--eval-batch N]\n"
         "                      [--lr X] [--momentum X] [--seed N] [--train-subset N]\n"
         "                      [--data-dir DIR] [--csv PATH]\n"
-        "  SPEC: fp32 | q<bits>[:tensor|:block<N>|:column][:asym|:sym][:sr] | topk<percent>\n"
+        "  SPEC: fp32 | q<bits>[:tensor|:block<N>|:column][:asym|:sym][:sr] | topk<percent>[:q<bits>]\n"
         "  S (AQ-SGD buffer storage): f32 | bf16 | int8 | int4\n";
 }
 

@@ -46,8 +46,9 @@ namespace cp = commpress;
 /// - `q<b>[:tensor|:block<N>|:column][:asym|:sym][:sr]`, b in 1..8: b-bit quantization. The
 ///   default, per-tensor asymmetric min-max with round-to-nearest, is Rudakov's
 ///   `quantize_custom` (docs/methods.md 2.2); `column` is AQ-SGD's per-feature scale (4.2);
-/// - `topk<p>`, 0 < p <= 100: per-sample TopK keeping round(p% of the row) elements of each
-///   sample (docs/methods.md 4.3), at least one;
+/// - `topk<p>[:q<b>]`, 0 < p <= 100: per-sample TopK keeping round(p% of the row) elements of
+///   each sample (docs/methods.md 4.3), at least one; with `:q<b>`, b in 1..8, the kept values
+///   are sent b-bit quantized, asymmetric, one scale per 64 kept values (docs/methods.md 3.4);
 /// - `...:rot<k>` after any quantize spec, k in 3..12: the randomized Hadamard rotation in
 ///   windows of 2^k elements before the quantizer (rotated<quantize>, docs/methods.md 16).
 struct codec_spec {
@@ -61,6 +62,7 @@ struct codec_spec {
   bool column_scales = false; ///< quantize: one scale per feature (group = the row width)
   unsigned rotate_log2 = 0;   ///< quantize: log2 of the Hadamard rotation's window (0: none)
   double percent = 100.0;     ///< top_k: share of each sample's row that is kept, in percent
+  unsigned value_bits = 0;    ///< top_k: bits of the quantized kept values (0: fp32 values)
   std::string text;
 
   /// Elements kept per row of `width` under top_k.
@@ -99,15 +101,24 @@ inline codec_spec parse_codec(std::string_view text) {
     s.k = codec_spec::kind::top_k;
     try {
       std::size_t used = 0;
-      const std::string num(text.substr(4));
+      const std::string_view spec = text.substr(4);
+      const std::string num(spec.substr(0, spec.find(':')));
       s.percent = std::stod(num, &used);
       if (used != num.size())
-        fail("expected topk<percent>");
+        fail("expected topk<percent>[:q<bits>]");
+      if (num.size() < spec.size()) {
+        const std::string_view values = spec.substr(num.size() + 1);
+        if (!values.starts_with("q"))
+          fail("expected topk<percent>[:q<bits>]");
+        s.value_bits = detail::parse_uint(values.substr(1), "value bit count");
+      }
     } catch (const std::logic_error&) {
-      fail("expected topk<percent>");
+      fail("expected topk<percent>[:q<bits>]");
     }
     if (!(s.percent > 0.0 && s.percent <= 100.0))
       fail("the percentage must lie in (0, 100]");
+    if (s.value_bits > 8)
+      fail("the kept values take 1..8 bits");
     return s;
   }
   if (!text.starts_with("q"))
@@ -335,7 +346,11 @@ make_boundary_direction(const codec_spec& c, const feedback_spec& fb, std::size_
     const cp::top_k t{.fraction = 0.0f,
                       .count = c.top_k_count(width),
                       .row_length = static_cast<std::uint32_t>(width),
-                      .values = cp::dtype::f32};
+                      .values = cp::dtype::f32,
+                      .value_quantizer = {.bits = c.value_bits,
+                                          .granularity = cp::scale_granularity::block,
+                                          .group = 64,
+                                          .range = cp::quant_range::asymmetric}};
     return detail::make_with_codec(t, fb, rows, width, samples, warmup_steps, seed, tensor_id);
   }
   }

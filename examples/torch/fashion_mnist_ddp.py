@@ -93,6 +93,15 @@ CODECS = {
     ),
     "bf16": lambda: cp.cast(to=cp.dtype.bf16),
     "topk10": lambda: cp.top_k(fraction=0.1),
+    # chunked top-k with quantized values: 2 of every 64 elements (3.1%), 2-bit values, 1-byte indices
+    "ctopk3q2": lambda: cp.top_k(
+        count=2,
+        row_length=64,
+        value_quantizer=cp.quantize(bits=2, group=64, range=cp.quant_range.asymmetric),
+    ),
+    "topk10q4": lambda: cp.top_k(
+        fraction=0.1, value_quantizer=cp.quantize(bits=4, group=128, range=cp.quant_range.asymmetric)
+    ),
     "randomk10": lambda: cp.random_k(fraction=0.1, unbiased=True),
     "sign": lambda: cp.sign(scale=cp.sign_scale.rms),
     "fp8": lambda: cp.fp8(),

@@ -6,12 +6,14 @@
 /// structs (codecs, feedback policies, optimizers, the context), results and every state object.
 /// The entry points are registered by api.cpp.
 
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <Python.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -458,21 +460,32 @@ void bind_types(nb::module_& m) {
     add_common(c, "quantize", {"bits", "granularity", "group", "range", "round"});
   }
   {
-    auto c = nb::class_<top_k>(m, "top_k", "Exact top-k by magnitude (C++ top_k).");
+    auto c = nb::class_<top_k>(m, "top_k",
+                               "Exact top-k by magnitude, per tensor or per row (chunk), its kept "
+                               "values as a dtype or b-bit quantized (C++ top_k).");
     const top_k d{};
+    // value_quantizer: None sends the kept values as `values`; a quantize sends them through it.
+    const auto quantizer_of = [](const top_k& t) -> std::optional<quantize> {
+      return t.quantized() ? std::optional<quantize>(t.value_quantizer) : std::nullopt;
+    };
     c.def(
          "__init__",
          [](top_k* self, float fraction, std::uint64_t count, std::uint32_t row_length,
-            dtype values) {
-           new (self) top_k{fraction, count, row_length, values};
+            dtype values, std::optional<quantize> value_quantizer) {
+           new (self) top_k{fraction, count, row_length, values,
+                            value_quantizer.value_or(quantize{.bits = 0})};
          },
          nb::arg("fraction") = d.fraction, nb::arg("count") = d.count,
-         nb::arg("row_length") = d.row_length, nb::arg("values") = d.values)
+         nb::arg("row_length") = d.row_length, nb::arg("values") = d.values,
+         nb::arg("value_quantizer") = nb::none())
         .def_rw("fraction", &top_k::fraction)
         .def_rw("count", &top_k::count)
         .def_rw("row_length", &top_k::row_length)
-        .def_rw("values", &top_k::values);
-    add_common(c, "top_k", {"fraction", "count", "row_length", "values"});
+        .def_rw("values", &top_k::values)
+        .def_prop_rw("value_quantizer", quantizer_of, [](top_k& t, std::optional<quantize> q) {
+          t.value_quantizer = q.value_or(quantize{.bits = 0});
+        });
+    add_common(c, "top_k", {"fraction", "count", "row_length", "values", "value_quantizer"});
   }
   {
     auto c = nb::class_<random_k>(m, "random_k", "Shared-seed random-k (C++ random_k).");

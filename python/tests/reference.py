@@ -68,6 +68,17 @@ CODECS = [
     cp.top_k(fraction=0.9, values=cp.dtype.bf16),
     cp.top_k(fraction=0.0),
     cp.top_k(count=2, row_length=1000),
+    cp.top_k(
+        count=2,
+        row_length=64,
+        value_quantizer=cp.quantize(bits=2, group=8, range=cp.quant_range.asymmetric),
+    ),
+    cp.top_k(
+        fraction=0.5,
+        value_quantizer=cp.quantize(
+            bits=3, granularity=cp.scale_granularity.tensor, group=0, round=cp.rounding.stochastic
+        ),
+    ),
     cp.random_k(count=4),
     cp.random_k(fraction=0.5, unbiased=True, values=cp.dtype.bf16),
     cp.random_k(fraction=1.0, values=cp.dtype.f16),

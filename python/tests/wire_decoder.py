@@ -252,8 +252,23 @@ def top_k_layout(params: bytes, n: int):
     return values, d, rows, k, width, bitmap, index_bytes
 
 
+def top_k_value_quantizer(params: bytes) -> bytes | None:
+    """The quantize params of the kept values (bytes 2 and 3), or None when they are sent as a
+    dtype: bits, then range (bit 0), rounding (bit 1), group code (bits 2-7: 0 for one scale,
+    else log2(group) + 1)."""
+    bits, packed = params[2], params[3]
+    if bits == 0:
+        return None
+    group_code = packed >> 2
+    granularity, group = (0, 0) if group_code == 0 else (1, 1 << (group_code - 1))
+    return bytes([bits, granularity, packed & 1, (packed >> 1) & 1]) + struct.pack("<I", group)
+
+
 def top_k_body_bytes(params: bytes, n: int) -> int:
     values, d, rows, k, _, _, index_bytes = top_k_layout(params, n)
+    quantizer = top_k_value_quantizer(params)
+    if quantizer is not None:
+        return rows * index_bytes + quantize_body_bytes(quantizer, rows * k)
     return rows * (index_bytes + k * value_bytes(values))
 
 
@@ -262,6 +277,9 @@ def decode_top_k(params: bytes, n: int, body: bytes) -> np.ndarray:
     out = np.zeros(n, F32)
     vb = value_bytes(values)
     value_base = rows * index_bytes
+    quantizer = top_k_value_quantizer(params)
+    if quantizer is not None:  # the kept values, row after row, as one quantize body
+        kept = decode_quantize(quantizer, rows * k, body[value_base:])
     for r in range(rows):
         section = body[r * index_bytes : (r + 1) * index_bytes]
         if bitmap:
@@ -273,8 +291,11 @@ def decode_top_k(params: bytes, n: int, body: bytes) -> np.ndarray:
             idx = read_words(section, 0, k, width).astype(np.int64)
             if (idx >= d).any() or (np.diff(idx) <= 0).any():
                 raise WireError("corrupt")
-        words = read_words(body, value_base + r * k * vb, k, vb)
-        out[r * d + idx] = values_of(values, words)
+        if quantizer is not None:
+            out[r * d + idx] = kept[r * k : (r + 1) * k]
+        else:
+            words = read_words(body, value_base + r * k * vb, k, vb)
+            out[r * d + idx] = values_of(values, words)
     return out
 
 

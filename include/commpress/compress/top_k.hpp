@@ -26,17 +26,26 @@
 ///   bits zero), whichever is strictly smaller (the list on a tie).
 /// - A row's value section is its k kept values in index order, as `values` (fp32, fp16 or
 ///   bf16, little-endian).
+/// - With `value_quantizer.bits` > 0 the value sections are replaced by one quantize body
+///   (compress/quantize.hpp) of the rows * k kept values in row order: its group records, then
+///   the packed b-bit codes. This is the sparse-plus-quantized layout of DeMo and SparseLoCo
+///   (docs/methods.md 3.4): chunks of `row_length` <= 256 elements take 1-byte indices, and the
+///   quantizer's block groups run over the kept values, not over the chunks, so a scale is
+///   shared by `group` kept values whatever k is. The quantizer's range, rounding and group
+///   apply as for a dense tensor; stochastic rounding draws kept value j's uniform at index j.
 ///
 /// **Decoding** writes zeros, then the kept values at their indices; decode_accumulate adds
 /// weight * value at the kept indices only.
 ///
 /// **Non-finite inputs.** propagate: NaN and Inf have the largest keys, so they are kept and
-/// decode as themselves (a NaN as value dtype's NaN). zero_and_count: they count as 0.
+/// decode as themselves (a NaN as value dtype's NaN); with quantized values they poison their
+/// value group, which decodes to NaN. zero_and_count: they count as 0.
 
 #include <array>
 #include <bit>
 #include <cstdint>
 
+#include "commpress/compress/quantize.hpp"
 #include "commpress/core/concepts.hpp"
 #include "commpress/core/config.hpp"
 #include "commpress/core/dtype.hpp"
@@ -55,6 +64,14 @@ struct top_k {
   std::uint64_t count = 0;      ///< if > 0, elements kept per row (at most the row length)
   std::uint32_t row_length = 0; ///< 0: one selection over the tensor; else per row of this length
   dtype values = dtype::f32;    ///< wire dtype of the kept values: f32, f16 or bf16
+  /// bits > 0: the kept values are sent as this quantizer's body instead (then `values` must be
+  /// f32); its granularity is tensor or block with a power-of-two group (at most 2^24)
+  quantize value_quantizer{.bits = 0};
+
+  /// Whether the kept values are sent b-bit quantized.
+  [[nodiscard]] COMMPRESS_HOST_DEVICE constexpr bool quantized() const noexcept {
+    return value_quantizer.bits != 0;
+  }
 
   /// Elements per row for an n-element tensor.
   [[nodiscard]] COMMPRESS_HOST_DEVICE constexpr std::uint64_t
@@ -91,15 +108,28 @@ struct top_k {
   [[nodiscard]] constexpr std::uint64_t body_bytes(std::uint64_t n) const noexcept {
     const std::uint64_t d = row_elements(n);
     const std::uint64_t k = kept(d);
+    if (quantized())
+      return rows(n) * index_bytes(d, k) + value_quantizer.body_bytes(rows(n) * k);
     return rows(n) * (index_bytes(d, k) + k * value_bytes());
   }
   /// The header records the value dtype, row_length and whichever of count and fraction
   /// selects k (byte 1 says which): all four fields do not fit in 16 bytes, and the unused one
-  /// does not change the payload.
+  /// does not change the payload. Byte 2 is the value quantizer's bits (0: not quantized),
+  /// byte 3 its range (bit 0), rounding (bit 1) and group (bits 2-7: 0 for tensor granularity,
+  /// else log2(group) + 1).
   [[nodiscard]] constexpr codec_params params() const noexcept {
     codec_params p{};
     p[0] = static_cast<std::uint8_t>(values);
     p[1] = count > 0 ? 1 : 0;
+    if (quantized()) {
+      const quantize& q = value_quantizer;
+      const unsigned group_code = q.granularity == scale_granularity::tensor
+                                      ? 0u
+                                      : static_cast<unsigned>(std::countr_zero(q.group)) + 1u;
+      p[2] = static_cast<std::uint8_t>(q.bits);
+      p[3] = static_cast<std::uint8_t>(static_cast<unsigned>(q.range) |
+                                       static_cast<unsigned>(q.round) << 1 | group_code << 2);
+    }
     detail::put_param(p, 4, row_length);
     if (count > 0) {
       detail::put_param(p, 8, count);
@@ -117,7 +147,18 @@ struct top_k {
       return {errc::invalid_argument, "top_k: the tensor length is not a multiple of row_length"};
     if (row_elements(n) > (std::uint64_t{1} << 32))
       return {errc::invalid_argument, "top_k: rows longer than 2^32 elements are not supported"};
-    return {};
+    if (!quantized())
+      return {};
+    const quantize& q = value_quantizer;
+    if (values != dtype::f32)
+      return {errc::invalid_argument,
+              "top_k: quantized values replace the value dtype, which must stay f32"};
+    const bool tensor = q.granularity == scale_granularity::tensor;
+    const bool block = q.granularity == scale_granularity::block;
+    if (!tensor && !(block && std::has_single_bit(q.group) && q.group <= (1u << 24)))
+      return {errc::invalid_argument, "top_k: the value quantizer needs tensor granularity or "
+                                      "block groups of a power of two up to 2^24"};
+    return q.can_implement(rows(n) * kept(row_elements(n)));
   }
 
   /// The selection key of x: |x| as ordered bits (NaN > Inf > finite; -0 == +0).
@@ -135,11 +176,22 @@ struct top_k {
 
   /// The configurations the fuzzers and the reliability tests run (compress/codec_list.hpp):
   /// an index list, per-row selection with f16 values, a bitmap with bf16 values, nothing
-  /// kept, and 2-byte indices in rows of 1000.
-  static constexpr std::array<top_k, 5> examples() {
-    return {top_k{.fraction = 0.25f}, top_k{.count = 3, .row_length = 8, .values = dtype::f16},
-            top_k{.fraction = 0.9f, .values = dtype::bf16}, top_k{.fraction = 0.0f},
-            top_k{.count = 2, .row_length = 1000}};
+  /// kept, 2-byte indices in rows of 1000, and quantized values: chunks of 64 with 2-bit
+  /// asymmetric values in groups of 8, a bitmap with 3-bit stochastic values under one scale.
+  static constexpr std::array<top_k, 7> examples() {
+    return {top_k{.fraction = 0.25f},
+            top_k{.count = 3, .row_length = 8, .values = dtype::f16},
+            top_k{.fraction = 0.9f, .values = dtype::bf16},
+            top_k{.fraction = 0.0f},
+            top_k{.count = 2, .row_length = 1000},
+            top_k{.count = 2,
+                  .row_length = 64,
+                  .value_quantizer = {.bits = 2, .group = 8, .range = quant_range::asymmetric}},
+            top_k{.fraction = 0.5f,
+                  .value_quantizer = {.bits = 3,
+                                      .granularity = scale_granularity::tensor,
+                                      .group = 0,
+                                      .round = rounding::stochastic}}};
   }
 
   friend constexpr bool operator==(top_k, top_k) = default;

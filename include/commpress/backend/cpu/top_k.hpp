@@ -13,6 +13,12 @@
 /// streaming pass, which also writes a bitmap index 16 bits at a time. Either way only the kept
 /// elements are written: the bitmap is cleared up front and the in-place roundtrip clears the
 /// rest of the row in bulk.
+///
+/// Quantized values: the selection writes every row's kept values as fp32 into the workspace,
+/// then the quantize group pipeline (detail/quantize_groups.hpp) encodes them as one dense
+/// tensor; decoding reads them back in runs of value_run through cpu::detail::decode_values.
+/// The roundtrip then encodes into the workspace and decodes, so it is decode(encode(x)) by
+/// construction.
 
 #include <algorithm>
 #include <bit>
@@ -27,6 +33,7 @@
 #include "commpress/backend/cpu/detail/element_io.hpp"
 #include "commpress/backend/cpu/detail/top_k_select.hpp"
 #include "commpress/backend/cpu/policy.hpp"
+#include "commpress/backend/cpu/quantize.hpp"
 #include "commpress/compress/top_k.hpp"
 #include "commpress/core/context.hpp"
 #include "commpress/core/dtype.hpp"
@@ -39,10 +46,15 @@ template <> struct codec_impl<top_k, cpu::seq_t> {
   static constexpr bool hashes_body = false;
   static constexpr bool custom_roundtrip = true;
 
-  /// One 32-bit key per element of a row, plus 3 bytes to align the key array inside any span.
+  /// One 32-bit key per element of a row, plus 3 bytes to align the key array inside any span;
+  /// with quantized values also every kept value as fp32 (aligned likewise) and, for the
+  /// roundtrip, one body.
   static std::uint64_t workspace_bytes(const top_k& c, std::uint64_t n) {
     const std::uint64_t d = c.row_elements(n);
-    return d == 0 ? 0 : 4 * d + 3;
+    const std::uint64_t keys = d == 0 ? 0 : 4 * d + 3;
+    if (!c.quantized())
+      return keys;
+    return keys + 4 * c.rows(n) * c.kept(d) + 3 + c.body_bytes(n);
   }
 
   template <element T>
@@ -56,16 +68,21 @@ template <> struct codec_impl<top_k, cpu::seq_t> {
     const std::uint64_t ib = top_k::index_bytes(d, k);
     const bool bitmap = top_k::uses_bitmap(d, k);
     const unsigned width = top_k::index_width(d);
-    const std::uint64_t vb = c.value_bytes();
+    // Quantized values go to the workspace as fp32 first, then through the quantizer.
+    const dtype vtype = c.quantized() ? dtype::f32 : c.values;
+    const std::uint64_t vb = c.quantized() ? 4 : c.value_bytes();
+    float* const staged = c.quantized() ? staged_values(c, n, ws) : nullptr;
+    unsigned char* const values =
+        c.quantized() ? reinterpret_cast<unsigned char*>(staged) : body + rows * ib;
     std::size_t bad = 0;
     for (std::uint64_t r = 0; r < rows; ++r) {
       unsigned char* idx = body + r * ib;
-      unsigned char* val = body + rows * ib + r * k * vb;
+      unsigned char* val = values + r * k * vb;
       const auto kept =
           sampled_row(raw_row(in.data() + r * d), d, k, ctx.on_nonfinite, keys_of(ws), bad,
-                      bitmap ? idx : nullptr, c.values == dtype::f32 ? val : nullptr);
+                      bitmap ? idx : nullptr, vtype == dtype::f32 ? val : nullptr);
       if (kept.index != nullptr) {
-        write_kept(kept, k, bitmap, width, c.values, idx, val);
+        write_kept(kept, k, bitmap, width, vtype, idx, val);
         continue;
       }
       if (bitmap) // set bit by bit below: clear what the sampled method may have left
@@ -83,10 +100,14 @@ template <> struct codec_impl<top_k, cpu::seq_t> {
             } else {
               store_index(idx + j * width, width, i);
             }
-            store_value(val + j * vb, vb, c.encode_value(v));
+            store_value(val + j * vb, vb, encode_as(vtype, v));
             ++j;
           });
     }
+    if (c.quantized()) // its non-finite count would count the kept NaN/Inf a second time
+      cpu::detail::quantize_groups::encode(
+          c.value_quantizer, ctx, std::span<const float>(staged, rows * k), body + rows * ib,
+          nullptr, 0, c.value_quantizer.n_groups(rows * k));
     return bad;
   }
 
@@ -106,10 +127,18 @@ template <> struct codec_impl<top_k, cpu::seq_t> {
                   [&](std::uint64_t i, float v) { acc[i] = add_rn(acc[i], mul_rn(weight, v)); });
   }
 
-  /// In place: the selection pass reads each element before it overwrites it.
-  static std::size_t roundtrip(const cpu::seq_t&, const top_k& c, const context& ctx,
+  /// In place: the selection pass reads each element before it overwrites it. Quantized values:
+  /// encode into the workspace's body, then decode.
+  static std::size_t roundtrip(const cpu::seq_t& p, const top_k& c, const context& ctx,
                                std::span<float> x, std::span<std::byte> ws) {
     const std::uint64_t n = x.size();
+    if (c.quantized()) {
+      const std::uint64_t body_at = workspace_bytes(c, n) - c.body_bytes(n);
+      auto* body = reinterpret_cast<unsigned char*>(ws.data() + body_at);
+      const std::size_t bad = encode_body(p, c, ctx, std::span<const float>(x), body, ws);
+      decode_body(p, c, payload_header{}, body, x);
+      return bad;
+    }
     const std::uint64_t d = c.row_elements(n);
     const std::uint64_t k = c.kept(d);
     std::size_t bad = 0;
@@ -140,9 +169,19 @@ template <> struct codec_impl<top_k, cpu::seq_t> {
   }
 
 private:
+  /// Kept values decoded at a time from a quantized value section.
+  static constexpr std::uint64_t value_run = 256;
+
   static std::uint32_t* keys_of(std::span<std::byte> ws) {
     const auto misalign = reinterpret_cast<std::uintptr_t>(ws.data()) % 4;
     return reinterpret_cast<std::uint32_t*>(ws.data() + (4 - misalign) % 4);
+  }
+  /// The fp32 staging array of quantized kept values, after the keys.
+  static float* staged_values(const top_k& c, std::uint64_t n, std::span<std::byte> ws) {
+    const std::uint64_t d = c.row_elements(n);
+    std::byte* const at = ws.data() + (d == 0 ? 0 : 4 * d + 3);
+    const auto misalign = reinterpret_cast<std::uintptr_t>(at) % 4;
+    return reinterpret_cast<float*>(at + (4 - misalign) % 4);
   }
 
   /// The row as fp32 for the sampled method, or nullptr for fp16/bf16 input (full method).
@@ -290,25 +329,46 @@ private:
                             Visit&& visit) {
     const std::uint64_t d = c.row_elements(n);
     const std::uint64_t k = c.kept(d);
-    const std::uint64_t rows = c.rows(n);
+    const unsigned char* const values = body + c.rows(n) * top_k::index_bytes(d, k);
+    if (!c.quantized()) {
+      const std::uint64_t vb = c.value_bytes();
+      for_each_index(c, n, body, [&](std::uint64_t i, std::uint64_t j) {
+        visit(i, c.decode_value(load_value(values + j * vb, vb)));
+      });
+      return;
+    }
+    const std::uint64_t total = c.rows(n) * k;
+    float run[value_run]; // kept values [run_first, run_last)
+    std::uint64_t run_first = 0, run_last = 0;
+    for_each_index(c, n, body, [&](std::uint64_t i, std::uint64_t j) {
+      if (j >= run_last) {
+        run_first = j;
+        run_last = std::min(j + value_run, total);
+        cpu::detail::decode_values(c.value_quantizer, total, values, run_first, run_last, run);
+      }
+      visit(i, run[j - run_first]);
+    });
+  }
+
+  /// Calls visit(element index in the tensor, kept value number j) for every kept element, in
+  /// row order and, within a row, in index order (so j counts up from 0).
+  template <class Visit>
+  static void for_each_index(const top_k& c, std::uint64_t n, const unsigned char* body,
+                             Visit&& visit) {
+    const std::uint64_t d = c.row_elements(n);
+    const std::uint64_t k = c.kept(d);
     const std::uint64_t ib = top_k::index_bytes(d, k);
     const unsigned width = top_k::index_width(d);
-    const std::uint64_t vb = c.value_bytes();
-    for (std::uint64_t r = 0; r < rows; ++r) {
+    for (std::uint64_t r = 0; r < c.rows(n); ++r) {
       const unsigned char* idx = body + r * ib;
-      const unsigned char* val = body + rows * ib + r * k * vb;
-      std::uint64_t j = 0;
-      auto emit = [&](std::uint64_t i) {
-        visit(r * d + i, c.decode_value(load_value(val + j * vb, vb)));
-        ++j;
-      };
+      std::uint64_t j = r * k;
       if (top_k::uses_bitmap(d, k)) {
         for (std::uint64_t b = 0; b < ib; ++b)
           for (unsigned bits = idx[b]; bits != 0; bits &= bits - 1)
-            emit(8 * b + static_cast<unsigned>(std::countr_zero(bits)));
+            visit(r * d + 8 * b + static_cast<unsigned>(std::countr_zero(bits)), j++);
       } else {
         for (std::uint64_t m = 0; m < k; ++m)
-          emit(load_index(idx + m * width, width));
+          visit(r * d + load_index(idx + m * width, width), j++);
       }
     }
   }

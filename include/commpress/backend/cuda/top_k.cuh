@@ -520,6 +520,7 @@ template <> struct codec_impl<top_k, cuda::par_t> {
                           std::uint64_t n, unsigned char* d_body, std::byte* d_ws,
                           cuda::detail::control* ctrl) {
     namespace cd = cuda::detail;
+    refuse_quantized(c);
     cd::launch_count_nonfinite(d_in, n, ctrl, st);
     const cd::top_k_shape s = cd::top_k_shape_of(c, n);
     if (s.k == 0 || s.rows == 0)
@@ -566,6 +567,7 @@ template <> struct codec_impl<top_k, cuda::par_t> {
                           const unsigned char* d_body, T* d_out, std::uint64_t n, std::byte*,
                           cuda::detail::control* ctrl, cuda::device_status* d_status) {
     namespace cd = cuda::detail;
+    refuse_quantized(c);
     const cd::top_k_shape s = cd::top_k_shape_of(c, n);
     check(s, d_body, ctrl, d_status, st);
     cd::launch_zero_fill(d_out, n, ctrl, st);
@@ -579,6 +581,7 @@ template <> struct codec_impl<top_k, cuda::par_t> {
                               float weight, std::byte*, cuda::detail::control* ctrl,
                               cuda::device_status* d_status) {
     namespace cd = cuda::detail;
+    refuse_quantized(c);
     const cd::top_k_shape s = cd::top_k_shape_of(c, n);
     check(s, d_body, ctrl, d_status, st);
     if (s.k == 0 || s.rows == 0)
@@ -587,6 +590,12 @@ template <> struct codec_impl<top_k, cuda::par_t> {
   }
 
 private:
+  /// Quantized kept values have no kernel yet: refused before anything is enqueued.
+  static void refuse_quantized(const top_k& c) {
+    COMMPRESS_EXPECTS(!c.quantized(), errc::invalid_argument, "top_k",
+                      "quantized kept values run on the CPU backends only");
+  }
+
   static void check(const cuda::detail::top_k_shape& s, const unsigned char* d_body,
                     cuda::detail::control* ctrl, cuda::device_status* d_status, cudaStream_t st) {
     namespace cd = cuda::detail;
