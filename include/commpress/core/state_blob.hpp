@@ -4,7 +4,8 @@
 
 /// @file
 /// Versioned little-endian binary blobs for state that must survive a checkpoint: error-feedback
-/// residuals, EF21 mirrors, LoCo errors, AQ-SGD caches, channel ends, optimizer moments.
+/// residuals, EF21 mirrors, LoCo errors, AQ-SGD caches, DGC momenta, channel ends, optimizer
+/// moments.
 ///
 /// Losing compressor state at a checkpoint is a common complaint about existing systems (their
 /// error buffers are dropped on load or never saved; docs/methods.md 8), so every state object
@@ -49,6 +50,7 @@ enum class state_kind : std::uint16_t {
   aq_sgd_cache = 4,     ///< aq_sgd_state<Storage> (sender or receiver)
   channel_sender = 5,   ///< sender_end: step counter + pipeline state
   channel_receiver = 6, ///< receiver_end: step counter + pipeline state
+  dgc_momentum = 7,     ///< dgc_state (momentum u and accumulation v)
   optimizer_first = 0x100,
 };
 

@@ -22,7 +22,7 @@
 namespace commpress {
 
 /// @brief Error-feedback policy identifiers.
-enum class feedback_id : std::uint8_t { none = 0, ef = 1, ef21 = 2, loco = 3, aq_sgd = 4 };
+enum class feedback_id : std::uint8_t { none = 0, ef = 1, ef21 = 2, loco = 3, aq_sgd = 4, dgc = 5 };
 
 /// @brief An error-feedback policy: a trivially copyable configuration value whose state lives
 /// in separate, caller-owned objects (`sender_state`, `receiver_state`).
@@ -50,7 +50,7 @@ struct decode_result {
   std::size_t held = 0;  ///< receiver state elements that kept their previous value
 };
 
-/// @brief Receiver state of policies whose receiver keeps nothing (none, ef, loco).
+/// @brief Receiver state of policies whose receiver keeps nothing (none, ef, loco, dgc).
 struct no_state {
   [[nodiscard]] std::vector<std::byte> save(std::uint32_t) const { return {}; }
   void load(std::span<const std::byte>, std::uint32_t) {}

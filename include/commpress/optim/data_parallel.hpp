@@ -26,7 +26,7 @@
 namespace commpress {
 
 /// @brief A pipeline whose payloads can be averaged by the data-parallel exchange: the
-/// receiver needs no state of its own (feedback none, ef or loco; not ef21 or aq_sgd).
+/// receiver needs no state of its own (feedback none, ef, loco or dgc; not ef21 or aq_sgd).
 template <class P>
 concept data_parallel_pipeline = requires(const P& p, std::uint64_t n,
                                           std::span<const std::byte> payload,

@@ -8,7 +8,7 @@
 ///
 /// Like the codec entry points, every call takes the execution policy first and works on
 /// caller-provided spans; nothing allocates. State is explicit: `make_state(n)` for the sender,
-/// `make_receiver_state(n)` for the receiver (empty for none, ef and loco).
+/// `make_receiver_state(n)` for the receiver (empty for none, ef, loco and dgc).
 
 #include <cstdint>
 #include <span>
@@ -16,6 +16,7 @@
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/codec_ops.hpp"
 #include "commpress/feedback/aq_sgd.hpp"
+#include "commpress/feedback/dgc.hpp"
 #include "commpress/feedback/ef.hpp"
 #include "commpress/feedback/ef21.hpp"
 #include "commpress/feedback/feedback.hpp"
@@ -25,7 +26,7 @@
 namespace commpress {
 
 /// @brief A feedback policy and a codec, both configuration values; an aggregate.
-/// @tparam Feedback none, ef, ef21, loco<Storage> or aq_sgd<Storage>
+/// @tparam Feedback none, ef, ef21, loco<Storage>, aq_sgd<Storage> or dgc
 /// @tparam Codec any codec (identity, cast, quantize, top_k, ...)
 template <feedback Feedback, codec Codec> struct pipeline {
   using feedback_type = Feedback;
@@ -123,11 +124,11 @@ requires(F::id == feedback_id::aq_sgd) decode_result
                                          out, workspace);
 }
 
-/// @brief Data-parallel aggregation for stateless receivers (none, ef, loco):
+/// @brief Data-parallel aggregation for stateless receivers (none, ef, loco, dgc):
 /// acc += weight * deQ(payload).
 template <host_policy Policy, class F, class C>
-requires(F::id == feedback_id::none || F::id == feedback_id::ef ||
-         F::id == feedback_id::loco) payload_header
+requires(F::id == feedback_id::none || F::id == feedback_id::ef || F::id == feedback_id::loco ||
+         F::id == feedback_id::dgc) payload_header
     decode_accumulate(const Policy& policy, const pipeline<F, C>& pipe,
                       std::span<const std::byte> payload, std::span<float> acc,
                       float weight = 1.0f) {
