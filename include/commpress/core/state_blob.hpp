@@ -51,6 +51,7 @@ enum class state_kind : std::uint16_t {
   channel_sender = 5,   ///< sender_end: step counter + pipeline state
   channel_receiver = 6, ///< receiver_end: step counter + pipeline state
   dgc_momentum = 7,     ///< dgc_state (momentum u and accumulation v)
+  powersgd = 8,         ///< powersgd_state (error and warm-start matrix Q)
   optimizer_first = 0x100,
 };
 

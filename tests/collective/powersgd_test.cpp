@@ -1,0 +1,338 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+
+// PowerSGD (collective/powersgd.hpp): its kernels, one rank's round, its state, its refusals, and
+// the exchange over the loopback communicator with N = 1..4 ranks as threads.
+
+#include <doctest/doctest.h>
+
+#include <Eigen/SVD>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include "commpress/collective/powersgd.hpp"
+#include "commpress/comm/loopback.hpp"
+#include "powersgd_checks.hpp"
+
+namespace cp = commpress;
+namespace kernels = cp::cpu::powersgd_kernels;
+
+namespace {
+
+/// One step on one rank (N = 1): out = P^ Q^T of g + e.
+cp::collective_result step_once(const cp::powersgd_plan& plan, cp::powersgd_state& st,
+                                const std::vector<float>& g, std::vector<float>& out,
+                                std::uint64_t step = 0,
+                                cp::nonfinite_policy policy = cp::nonfinite_policy::propagate) {
+  std::vector<std::byte> ws(plan.workspace_bytes());
+  const cp::context ctx{.seed = 1, .step = step, .tensor_id = 4, .on_nonfinite = policy};
+  cp::powersgd_round round(plan, st, ctx, g, ws);
+  round.project();
+  round.back_project();
+  return round.finish(out);
+}
+
+double squared_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    s += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+  return s;
+}
+
+cp::errc code_of(auto&& call) {
+  try {
+    call();
+  } catch (const cp::error& e) {
+    return e.code();
+  }
+  return cp::errc::ok;
+}
+
+template <class Check> cp::test::failures run_world(int ranks, Check check) {
+  cp::loopback_world world(ranks, std::chrono::milliseconds(60000));
+  cp::test::failures all;
+  std::mutex m;
+  world.run([&](cp::loopback_communicator& comm) {
+    const cp::test::failures f = check(comm);
+    const std::lock_guard lock(m);
+    all.insert(all.end(), f.begin(), f.end());
+  });
+  return all;
+}
+
+} // namespace
+
+TEST_SUITE_BEGIN("collective");
+
+TEST_CASE("powersgd kernels: the products equal the matrices written out, orthogonalize gives "
+          "orthonormal columns") {
+  const std::uint64_t rows = 5, columns = 4, r = 2;
+  std::vector<float> m(rows * columns), q(columns * r), p(rows * r), back(columns * r),
+      out(rows * columns);
+  for (std::size_t i = 0; i < m.size(); ++i)
+    m[i] = static_cast<float>(static_cast<int>(i * 7 % 11) - 5);
+  for (std::size_t i = 0; i < q.size(); ++i)
+    q[i] = static_cast<float>(static_cast<int>(i % 3) - 1) + 0.5f;
+  kernels::project(m.data(), rows, columns, q.data(), r, p.data());
+  for (std::uint64_t i = 0; i < rows; ++i)
+    for (std::uint64_t k = 0; k < r; ++k) {
+      float want = 0.0f;
+      for (std::uint64_t j = 0; j < columns; ++j)
+        want += m[i * columns + j] * q[j * r + k];
+      CHECK(p[i * r + k] == doctest::Approx(want));
+    }
+  kernels::orthogonalize(p.data(), rows, r, 0.0f);
+  for (std::uint64_t a = 0; a < r; ++a)
+    for (std::uint64_t b = 0; b < r; ++b) {
+      double dot = 0.0;
+      for (std::uint64_t i = 0; i < rows; ++i)
+        dot += static_cast<double>(p[i * r + a]) * p[i * r + b];
+      CHECK(dot == doctest::Approx(a == b ? 1.0 : 0.0).epsilon(1e-6).scale(1.0));
+    }
+  kernels::back_project(m.data(), rows, columns, p.data(), r, back.data());
+  kernels::reconstruct(p.data(), rows, back.data(), columns, r, out.data());
+  for (std::uint64_t j = 0; j < columns; ++j)
+    for (std::uint64_t k = 0; k < r; ++k) {
+      float want = 0.0f;
+      for (std::uint64_t i = 0; i < rows; ++i)
+        want += m[i * columns + j] * p[i * r + k];
+      CHECK(back[j * r + k] == doctest::Approx(want).epsilon(1e-5));
+    }
+  for (std::uint64_t i = 0; i < rows; ++i)
+    for (std::uint64_t j = 0; j < columns; ++j) {
+      float want = 0.0f;
+      for (std::uint64_t k = 0; k < r; ++k)
+        want += p[i * r + k] * back[j * r + k];
+      CHECK(out[i * columns + j] == doctest::Approx(want).epsilon(1e-5));
+    }
+  // A zero column stays zero (PyTorch would divide 0 by 0).
+  std::vector<float> zero(rows * r, 0.0f);
+  kernels::orthogonalize(zero.data(), rows, r, 0.0f);
+  for (float v : zero)
+    CHECK(v == 0.0f);
+}
+
+TEST_CASE("powersgd: a rank-r matrix is reconstructed exactly, and the first step leaves e = M - "
+          "out") {
+  for (const std::uint64_t r : {1u, 2u, 4u}) {
+    const std::uint64_t rows = 30, columns = 17;
+    const std::vector<float> g = cp::test::powersgd_input(0, 0, rows, columns, r, true);
+    const cp::powersgd_plan plan({.rank = static_cast<std::uint32_t>(r)}, rows, columns, 1);
+    auto st = plan.make_state();
+    std::vector<float> out(g.size());
+    const auto res = step_once(plan, st, g, out);
+    CHECK(res.held == 0);
+    CHECK(res.payload_bytes == 4 * (rows + columns) * r);
+    CHECK(std::sqrt(squared_error(g, out)) <
+          1e-5 * std::sqrt(squared_error(g, std::vector<float>(g.size()))));
+    for (std::size_t i = 0; i < g.size(); ++i)
+      REQUIRE(st.residual()[i] == g[i] - out[i]);
+  }
+}
+
+TEST_CASE("powersgd: warm-started steps on a fixed matrix approach the best rank-r error") {
+  // Subspace iteration: with the last step's Q as the start, the error of P^ P^T M falls toward
+  // the truncated SVD's, sum of the squared singular values past r.
+  const std::uint64_t rows = 40, columns = 30, r = 3;
+  std::vector<float> m = cp::test::powersgd_input(0, 0, rows, columns, 1, false);
+  Eigen::MatrixXd md(rows, columns);
+  for (std::uint64_t i = 0; i < rows; ++i)
+    for (std::uint64_t j = 0; j < columns; ++j)
+      md(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = m[i * columns + j];
+  const Eigen::VectorXd s = Eigen::JacobiSVD<Eigen::MatrixXd>(md).singularValues();
+  double best = 0.0;
+  for (Eigen::Index k = r; k < s.size(); ++k)
+    best += s(k) * s(k);
+  const cp::powersgd_plan plan({.rank = r}, rows, columns, 1);
+  auto st = plan.make_state();
+  std::vector<float> out(m.size());
+  std::vector<double> errors;
+  for (std::uint64_t t = 0; t < 30; ++t) {
+    st.residual()[0] = 0.0f; // no feedback here: the same M every step
+    std::fill(st.residual().begin(), st.residual().end(), 0.0f);
+    step_once(plan, st, m, out, t);
+    errors.push_back(squared_error(m, out));
+  }
+  CHECK(errors.front() > 1.05 * best);
+  CHECK(errors.back() < 1.02 * best);
+  CHECK(errors.back() < errors.front());
+  // Without the warm start every step starts afresh and stays near the first step's error.
+  const cp::powersgd_plan cold({.rank = r, .warm_start = false}, rows, columns, 1);
+  auto cst = cold.make_state();
+  double cold_last = 0.0;
+  for (std::uint64_t t = 0; t < 30; ++t) {
+    std::fill(cst.residual().begin(), cst.residual().end(), 0.0f);
+    step_once(cold, cst, m, out, t);
+    cold_last = squared_error(m, out);
+  }
+  CHECK(cold_last > 1.05 * best);
+}
+
+TEST_CASE("powersgd: error feedback telescopes on one rank and keeps the sum of what was sent") {
+  const std::uint64_t rows = 12, columns = 9;
+  const cp::powersgd_plan plan({.rank = 1}, rows, columns, 1);
+  auto st = plan.make_state();
+  std::vector<double> sent(rows * columns, 0.0), got(rows * columns, 0.0);
+  std::vector<float> out(rows * columns);
+  for (std::uint64_t t = 0; t < 50; ++t) {
+    const auto g = cp::test::powersgd_input(0, t, rows, columns, 1, false);
+    step_once(plan, st, g, out, t);
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      sent[i] += g[i];
+      got[i] += out[i];
+    }
+  }
+  double worst = 0.0;
+  for (std::size_t i = 0; i < sent.size(); ++i)
+    worst = std::max(worst, std::abs(got[i] + st.residual()[i] - sent[i]));
+  CHECK(worst < 1e-4);
+}
+
+TEST_CASE("powersgd: the state checkpoints e and Q; a restored run continues bit for bit") {
+  const std::uint64_t rows = 8, columns = 6;
+  const cp::powersgd_plan plan({.rank = 2}, rows, columns, 1);
+  auto a = plan.make_state();
+  std::vector<float> out_a(rows * columns), out_b(rows * columns);
+  for (std::uint64_t t = 0; t < 3; ++t)
+    step_once(plan, a, cp::test::powersgd_input(0, t, rows, columns, 2, false), out_a, t);
+  CHECK(a.has_q());
+  const auto blob = a.save(4);
+  auto b = plan.make_state();
+  b.load(blob, 4);
+  CHECK(b == a);
+  const auto g = cp::test::powersgd_input(0, 3, rows, columns, 2, false);
+  step_once(plan, a, g, out_a, 3);
+  step_once(plan, b, g, out_b, 3);
+  CHECK(out_a == out_b);
+  CHECK(b == a);
+  // Refusals leave the state as it was.
+  auto c = plan.make_state();
+  const auto before = c;
+  CHECK(code_of([&] { c.load(blob, 5); }) == cp::errc::stream_mismatch);
+  auto other = cp::powersgd_plan({.rank = 1}, rows, columns, 1).make_state();
+  CHECK(code_of([&] { other.load(blob, 4); }) == cp::errc::size_mismatch);
+  auto corrupted = blob;
+  corrupted[40] = static_cast<std::byte>(static_cast<unsigned>(corrupted[40]) ^ 1u);
+  CHECK(code_of([&] { c.load(corrupted, 4); }) == cp::errc::checksum_mismatch);
+  CHECK(code_of([&] { c.load(std::span(blob).first(20), 4); }) == cp::errc::truncated);
+  CHECK(c == before);
+}
+
+TEST_CASE("powersgd: the warm-up steps send the gradient itself and leave the error alone") {
+  const cp::powersgd_plan plan({.rank = 1, .start_iter = 2}, 4, 5, 1);
+  auto st = plan.make_state();
+  const auto g = cp::test::powersgd_input(0, 0, 4, 5, 1, false);
+  std::vector<float> out(g.size());
+  const auto res = step_once(plan, st, g, out, 1);
+  CHECK(out == g);
+  CHECK(res.payload_bytes == 4 * 20);
+  CHECK(plan.wire_bytes(1) == 0); // one rank sends nothing
+  CHECK(cp::powersgd_plan({.rank = 1, .start_iter = 2}, 4, 5, 4).wire_bytes(1) ==
+        2 * 3 * 4 * 20 / 4);
+  CHECK(cp::powersgd_plan({.rank = 1, .start_iter = 2}, 4, 5, 4).wire_bytes(2) ==
+        2 * 3 * 4 * 9 / 4);
+  for (float e : st.residual())
+    CHECK(e == 0.0f);
+  CHECK_FALSE(st.has_q());
+}
+
+TEST_CASE("powersgd: non-finite inputs") {
+  const std::uint64_t rows = 6, columns = 5;
+  const cp::powersgd_plan plan({.rank = 2}, rows, columns, 1);
+  auto g = cp::test::powersgd_input(0, 0, rows, columns, 2, false);
+  g[7] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> out(g.size());
+  SUBCASE("propagate: the result is NaN, the error keeps its finite values") {
+    auto st = plan.make_state();
+    const auto res = step_once(plan, st, g, out);
+    CHECK(res.nonfinite == 1);
+    CHECK(std::isnan(out[7]));
+    CHECK(res.held > 0);
+    for (float e : st.residual())
+      REQUIRE(std::isfinite(e));
+  }
+  SUBCASE("zero_and_count: the NaN counts as 0") {
+    auto st = plan.make_state();
+    const auto res = step_once(plan, st, g, out, 0, cp::nonfinite_policy::zero_and_count);
+    CHECK(res.nonfinite == 1);
+    CHECK(res.held == 0);
+    for (float v : out)
+      REQUIRE(std::isfinite(v));
+  }
+  SUBCASE("fail: refused before anything is written") {
+    auto st = plan.make_state();
+    const auto before = st;
+    CHECK(code_of([&] { step_once(plan, st, g, out, 0, cp::nonfinite_policy::fail); }) ==
+          cp::errc::non_finite);
+    CHECK(st == before);
+  }
+}
+
+TEST_CASE("powersgd: edge shapes and refusals") {
+  std::vector<float> out;
+  SUBCASE("empty, one element, rank above the smaller side") {
+    const cp::powersgd_plan empty({.rank = 4}, 0, 0, 1);
+    auto st = empty.make_state();
+    CHECK(step_once(empty, st, {}, out).payload_bytes == 0);
+    const cp::powersgd_plan one({.rank = 4}, 1, 1, 1);
+    CHECK(one.rank() == 1);
+    auto s1 = one.make_state();
+    out.resize(1);
+    step_once(one, s1, {-2.5f}, out);
+    CHECK(out[0] == doctest::Approx(-2.5f));
+    const cp::powersgd_plan tall({.rank = 8}, 50, 3, 1);
+    CHECK(tall.rank() == 3); // rank 3 of a 50 x 3 matrix is the whole matrix
+    auto s2 = tall.make_state();
+    const auto g = cp::test::powersgd_input(0, 0, 50, 3, 1, false);
+    out.resize(g.size());
+    step_once(tall, s2, g, out);
+    CHECK(std::sqrt(squared_error(g, out)) < 1e-5);
+  }
+  SUBCASE("refusals") {
+    CHECK(code_of([] { cp::powersgd_plan({.rank = 0}, 4, 4, 1); }) == cp::errc::invalid_argument);
+    CHECK(code_of([] { cp::powersgd_plan({.rank = 1}, 4, 0, 1); }) == cp::errc::invalid_argument);
+    CHECK(code_of([] { cp::powersgd_plan({.rank = 1}, 4, 4, 0); }) == cp::errc::invalid_argument);
+    CHECK(code_of([] {
+            cp::powersgd_plan({.rank = 1, .orthogonalization_epsilon = -1.0f}, 4, 4, 1);
+          }) == cp::errc::invalid_argument);
+    const cp::powersgd_plan plan({.rank = 1}, 4, 4, 1);
+    auto st = plan.make_state();
+    std::vector<float> g(16, 1.0f), wrong(15, 1.0f);
+    std::vector<std::byte> ws(plan.workspace_bytes());
+    const cp::context ctx{};
+    CHECK(code_of([&] { cp::powersgd_round(plan, st, ctx, wrong, ws); }) ==
+          cp::errc::size_mismatch);
+    CHECK(code_of([&] {
+            cp::powersgd_round(plan, st, ctx, g, std::span(ws).first(ws.size() - 4));
+          }) == cp::errc::buffer_too_small);
+    auto other = cp::powersgd_plan({.rank = 2}, 4, 4, 1).make_state();
+    CHECK(code_of([&] { cp::powersgd_round(plan, other, ctx, g, ws); }) == cp::errc::size_mismatch);
+    cp::loopback_world world(2, std::chrono::milliseconds(60000));
+    world.run([&](cp::loopback_communicator& comm) { // a plan for 1 rank on a 2-rank world
+      std::vector<float> o(16);
+      std::vector<std::byte> w(plan.workspace_bytes());
+      auto s = plan.make_state();
+      CHECK(code_of([&] { cp::all_reduce_powersgd(comm, plan, s, ctx, g, o, w); }) ==
+            cp::errc::size_mismatch);
+    });
+  }
+}
+
+TEST_CASE("all_reduce_powersgd over the loopback communicator, N = 1..4") {
+  for (int ranks = 1; ranks <= 4; ++ranks) {
+    CAPTURE(ranks);
+    const auto f =
+        run_world(ranks, [](cp::loopback_communicator& c) { return cp::test::check_powersgd(c); });
+    for (const auto& s : f)
+      FAIL_CHECK(s);
+    CHECK(f.empty());
+  }
+}
+
+TEST_SUITE_END();
