@@ -5,7 +5,8 @@
 /// @file
 /// Deep Gradient Compression (Lin, Han, Mao, Wang, Dally, ICLR 2018, arXiv 1712.01887) as an
 /// error-feedback policy: momentum correction, momentum factor masking and local gradient
-/// clipping on the sender, and the warm-up schedule of the density (docs/methods.md section 17).
+/// clipping on the sender (the paper's sections 3.2 and 3.3), and the warm-up schedule of the
+/// density (docs/methods.md section 17).
 
 #include <cmath>
 #include <cstdint>
@@ -61,7 +62,7 @@ private:
   std::vector<float> v_;
 };
 
-/// @brief DGC's sender step for any codec C (the paper's momentum correction, section 3.2):
+/// @brief DGC's sender step for any codec C (the paper's momentum correction, section 3.2, eq. 7):
 ///
 ///     g'  = g * min(1, clip_norm / ||g||_2)      local gradient clipping (0: off)
 ///     u'  = momentum * u + g'                     u_{k,t} = m u_{k,t-1} + grad_{k,t}
@@ -79,11 +80,14 @@ private:
 ///
 /// The trainer applies the decoded (summed or averaged) payloads with plain SGD and no
 /// optimizer momentum, w = w - lr * sum_k deQ(C(h_k)): the momentum lives here, before the
-/// compression (the paper's eq. 5). The residuals are in gradient units, like ef's.
+/// compression (the paper's eq. 7; applying it after the exchange instead is its eq. 5, which
+/// loses the momentum's discounting of delayed coordinates). The residuals are in gradient units,
+/// like ef's.
 ///
 /// momentum = 0 with clipping off is ef bit for bit. clip_norm is the local threshold the paper
-/// derives from the global one by the factor N^{-1/2} for N workers; the caller chooses it. The
-/// norm is that of the tensor passed to one encode, taken over its finite elements.
+/// derives from the global one by the factor N^{-1/2} for N workers (local gradient clipping,
+/// section 3.2); the caller chooses it. The norm is that of the tensor passed to one encode,
+/// taken over its finite elements.
 struct dgc {
   static constexpr feedback_id id = feedback_id::dgc;
   using sender_state = dgc_state;
@@ -106,12 +110,13 @@ struct dgc {
 
 static_assert(feedback<dgc>);
 
-/// @brief DGC's warm-up (section 3.3): the density starts at `initial` and is multiplied by
-/// `factor` every epoch until it reaches `final_density`, where it stays.
+/// @brief DGC's warm-up training (the paper's section 3.3): the density starts at `initial` and
+/// is multiplied by `factor` every epoch until it reaches `final_density`, where it stays.
 ///
-/// The defaults give the paper's schedule for a 0.1% final density: 25%, 6.25%, 1.5625%,
-/// 0.390625% (the paper's 0.4%) in the first four epochs, then 0.1%. The trainer sets its
-/// sparsifier's share from it each epoch, e.g. `pipe.codec.fraction = w.density(epoch)`.
+/// The defaults give the schedule of the paper's experiments (section 4.1) for a 0.1% final
+/// density: 25%, 6.25%, 1.5625%, 0.390625% (the paper's 0.4%) in the first four epochs, then 0.1%.
+/// The trainer sets its sparsifier's share from it each epoch, e.g.
+/// `pipe.codec.fraction = w.density(epoch)`.
 struct dgc_warmup {
   float initial = 0.25f;        ///< density in epoch 0, in (0, 1]
   float final_density = 0.001f; ///< density after the warm-up, in (0, initial]
