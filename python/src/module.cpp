@@ -812,4 +812,5 @@ NB_MODULE(_commpress, m) {
   commpress::py::bind_types(m);
   commpress::py::bind_api(m);
   commpress::py::bind_optim(m);
+  commpress::py::bind_powersgd(m);
 }

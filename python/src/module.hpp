@@ -75,6 +75,8 @@ inline nb::bytes to_bytes(std::span<const std::byte> b) {
 void bind_types(nb::module_& m);
 /// Registers 1-bit Adam over a Python communicator (optim.cpp).
 void bind_optim(nb::module_& m);
+/// Registers PowerSGD's configuration, plan, state and round (powersgd.cpp).
+void bind_powersgd(nb::module_& m);
 /// Registers encode / decode / decode_accumulate / roundtrip, sizes, channels and layout
 /// helpers (api.cpp).
 void bind_api(nb::module_& m);

@@ -242,3 +242,49 @@ def ddp_policy(rank: int, world: int) -> List[Dict[str, Any]]:
         s = hook.stats
         stats.append({k: getattr(s, k) for k in ("step", "bytes_sent", "bytes_uncompressed", "nonfinite", "held", "compressed", "plain")})
     return stats
+
+
+def least_squares_data(rank: int, rows: int = 256, d_in: int = 64, d_out: int = 32):
+    """Rank `rank`'s share of one least-squares problem: X W* + noise with W* of rank 8."""
+    g = torch.Generator().manual_seed(99)
+    w_star = torch.randn(d_in, 8, generator=g) @ torch.randn(8, d_out, generator=g) / 8.0
+    gr = torch.Generator().manual_seed(1000 + rank)
+    x = torch.randn(rows, d_in, generator=gr)
+    return x, x @ w_star + 0.01 * torch.randn(rows, d_out, generator=gr)
+
+
+def powersgd_least_squares(rank: int, world: int, which: str, steps: int, r: int, lr: float) -> Dict[str, Any]:
+    """Full-batch SGD on least squares through DDP with `which` = "fp32" (stock DDP), "torch"
+    (PyTorch's powerSGD_hook) or "commpress" (CompressionHook with commpress.powersgd), both at
+    rank r with error feedback, warm start and compression from step 2 on; the global loss per step."""
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as torch_powersgd
+
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Linear(64, 32, bias=False))
+    hook = None
+    if which == "torch":
+        state = torch_powersgd.PowerSGDState(
+            process_group=None, matrix_approximation_rank=r, start_powerSGD_iter=2, min_compression_rate=0
+        )
+        model.register_comm_hook(state, torch_powersgd.powerSGD_hook)
+    elif which == "commpress":
+        hook = CompressionHook(
+            model, cp.powersgd(rank=r, start_iter=2), layer_policy=LayerPolicy(min_numel=0), seed=SEED
+        ).register(model)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    x, y = least_squares_data(rank)
+    losses: List[float] = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        total = loss.detach().clone()
+        torch.distributed.all_reduce(total)
+        losses.append(float(total) / world)
+    out: Dict[str, Any] = {"losses": losses}
+    if hook is not None:
+        out["sent"] = hook.totals.bytes_sent
+        out["compressed"] = hook.totals.compressed
+        out["state"] = hook.state_dict()
+    return out

@@ -11,7 +11,11 @@ exposed as :func:`commpress.sum_compatible`):
 - ``all_gather`` of the fixed-size payloads otherwise: every rank decodes every rank's payload
   in rank order into the mean (C++ ``all_gather_compressed``);
 - ``sharded`` on request: reduce-scatter plus all-gather with the two error-feedback points
-  (C++ ``sharded_all_reduce_compressed``, see :mod:`commpress.torch.sharded`).
+  (C++ ``sharded_all_reduce_compressed``, see :mod:`commpress.torch.sharded`);
+- ``powersgd`` when the hook is given a :class:`commpress.powersgd` instead of a pipeline:
+  PowerSGD's two all-reduces (of every compressed tensor's P, then of every Q) with the
+  orthogonalisation between them (C++ ``powersgd_round``), each parameter viewed as
+  shape[0] x the rest, as PyTorch's ``powerSGD_hook`` does.
 
 Feedback state is kept per parameter name (each parameter is its own tensor, with tensor id
 crc32(name)), so DDP's bucket rebuild changes nothing. A layer policy sends small, 1-D and
@@ -57,7 +61,8 @@ class LayerPolicy:
     min_compression_rate: float = 0.0
 
     def verdict(self, name: str, p: torch.Tensor, pipe: Any) -> "_cp.layer_verdict":
-        """The C++ layer_policy's verdict on parameter `p` compressed with `pipe`."""
+        """The C++ layer_policy's verdict on parameter `p` compressed with `pipe` (a pipeline
+        or a :class:`commpress.powersgd`)."""
         policy = _cp.layer_policy(
             min_elements=self.min_numel,
             compress_1d=self.compress_1d,
@@ -65,13 +70,26 @@ class LayerPolicy:
             exclude=list(self.exclude),
         )
         element = _DTYPES.get(p.dtype, _cp.dtype.f32)
-        return policy.decide(name, list(p.shape), element, _cp.max_payload_bytes(pipe, p.numel()))
+        return policy.decide(name, list(p.shape), element, _payload_bytes(pipe, p))
 
     def compressed(self, name: str, p: torch.Tensor, pipe: Any) -> bool:
         return self.verdict(name, p, pipe) == _cp.layer_verdict.compress
 
 
 _DTYPES = {torch.float16: _cp.dtype.f16, torch.bfloat16: _cp.dtype.bf16}
+
+
+def matrix_shape(p: torch.Tensor) -> Tuple[int, int]:
+    """PowerSGD's matrix view of a parameter: shape[0] x the rest (a 1-D tensor is n x 1)."""
+    rows = p.shape[0] if p.dim() > 0 else 1
+    return rows, (p.numel() // rows if rows else 0)
+
+
+def _payload_bytes(pipe: Any, p: torch.Tensor) -> int:
+    """Bytes one rank contributes for `p`: a payload, or PowerSGD's P and Q."""
+    if isinstance(pipe, _cp.powersgd):
+        return 4 * pipe.message_floats(*matrix_shape(p))
+    return int(_cp.max_payload_bytes(pipe, p.numel()))
 
 
 @dataclass
@@ -105,11 +123,12 @@ class CompressionHook:
 
     Args:
         model: the module DDP wraps (or the DDP object): names its parameters.
-        pipe: a ``commpress.pipeline`` whose receiver keeps no state (feedback none, ef or loco).
+        pipe: a ``commpress.pipeline`` whose receiver keeps no state (feedback none, ef, loco or
+            dgc), or a ``commpress.powersgd`` (its collective is ``"powersgd"``).
         process_group: the group DDP uses (default: the world).
         seed: the random stream of every encode (random_k indices, stochastic rounding).
-        collective: ``"auto"`` (from the codec), ``"all_reduce"``, ``"all_gather"`` or
-            ``"sharded"``.
+        collective: ``"auto"`` (from the codec), ``"all_reduce"``, ``"all_gather"``,
+            ``"sharded"`` or ``"powersgd"``.
         server: the second error-feedback point's pipeline of ``"sharded"`` (default: `pipe`).
         layer_policy: which tensors go uncompressed.
         warmup_steps: steps sent uncompressed before compression starts.
@@ -130,7 +149,13 @@ class CompressionHook:
         module = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
         self._names: Dict[int, str] = {id(p): n for n, p in module.named_parameters()}
         self._numel: Dict[str, int] = {n: p.numel() for n, p in module.named_parameters()}
-        if not isinstance(pipe.make_receiver_state(0), _cp.no_state):
+        self._matrix: Dict[str, Tuple[int, int]] = {n: matrix_shape(p) for n, p in module.named_parameters()}
+        self._plans: Dict[str, Any] = {}
+        if isinstance(pipe, _cp.powersgd):
+            if collective not in ("auto", "powersgd"):
+                raise error(errc.invalid_argument, f"ddp: powersgd runs its own collective, not {collective!r}")
+            collective = "powersgd"
+        elif not isinstance(pipe.make_receiver_state(0), _cp.no_state):
             raise error(
                 errc.invalid_argument,
                 "ddp: the pipeline's receiver keeps state (ef21, aq_sgd); data parallelism needs "
@@ -138,8 +163,10 @@ class CompressionHook:
             )
         if collective == "auto":
             collective = "all_reduce" if _cp.sum_compatible(pipe.codec) else "all_gather"
-        if collective not in ("all_reduce", "all_gather", "sharded"):
+        if collective not in ("all_reduce", "all_gather", "sharded", "powersgd"):
             raise error(errc.invalid_argument, f"ddp: unknown collective {collective!r}")
+        if collective == "powersgd" and not isinstance(pipe, _cp.powersgd):
+            raise error(errc.invalid_argument, "ddp: the powersgd collective takes a commpress.powersgd")
         if collective == "all_reduce" and not _cp.sum_compatible(pipe.codec):
             raise error(
                 errc.invalid_argument,
@@ -222,6 +249,8 @@ class CompressionHook:
                 self._all_gather(packed, world, stats)
             elif self.collective == "all_reduce":
                 self._all_reduce(packed, world, stats)
+            elif self.collective == "powersgd":
+                self._powersgd(packed, world, stats)
             else:
                 self._sharded(packed, world, stats)
 
@@ -241,8 +270,17 @@ class CompressionHook:
     def _ctx(self, name: str) -> Any:
         return _cp.context(seed=self.seed, step=self.step, tensor_id=tensor_id_of(name))
 
+    def _plan(self, name: str) -> Any:
+        plan = self._plans.get(name)
+        if plan is None:
+            rows, columns = self._matrix[name]
+            plan = self._plans[name] = _cp.powersgd_plan(self.pipe, rows, columns, dist.get_world_size(self.group))
+        return plan
+
     def _make_state(self, name: str) -> Any:
         n = self._numel[name]
+        if self.collective == "powersgd":
+            return self._plan(name).make_state()
         if self.collective == "sharded":
             world = dist.get_world_size(self.group)
             rank = dist.get_rank(self.group)
@@ -356,6 +394,31 @@ class CompressionHook:
             g.copy_(out.view_as(g))
             off += v.numel()
         stats.bytes_sent += (world - 1) * 4 * flat.numel()
+
+    def _powersgd(self, items: List[Tuple[str, torch.Tensor]], world: int, stats: StepStats) -> None:
+        """PowerSGD: every tensor's P in one all-reduce, then every Q in another, as PyTorch's
+        hook batches them; each round orthogonalises its summed P in between."""
+        rounds = [
+            _cp.powersgd_round(self._plan(name), self._state(name), self._ctx(name), g.reshape(-1).float())
+            for name, g in items
+        ]
+        for phase in ("project", "back_project"):
+            parts = [torch.from_numpy(getattr(r, phase)()) for r in rounds]
+            flat = torch.cat(parts) if parts else torch.zeros(0)
+            if flat.numel():
+                dist.all_reduce(flat, group=self.group)
+                stats.bytes_sent += 2 * (world - 1) * 4 * flat.numel() // world
+            off = 0
+            for part in parts:
+                part.copy_(flat[off : off + part.numel()])
+                off += part.numel()
+        for (_, g), r in zip(items, rounds):
+            out = torch.empty(g.numel(), dtype=torch.float32)
+            res = r.finish(out)
+            stats.nonfinite += res.nonfinite
+            stats.held += res.held
+            g.copy_(out.view_as(g))
+        stats.compressed += len(items)
 
     def _sharded(self, items: List[Tuple[str, torch.Tensor]], world: int, stats: StepStats) -> None:
         cs = CollectiveStats()
