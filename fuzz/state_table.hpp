@@ -5,7 +5,8 @@
 /// @file
 /// The checkpointable state objects the state-blob fuzzer and the reliability tests exercise:
 /// every feedback state (EF residual, EF21 mirror, LoCo error and AQ-SGD cache in every storage
-/// format), the optimizer states, and channel ends (which nest a state blob in their own).
+/// format, DGC's momenta), PowerSGD's state, the optimizer states, and channel ends (which nest
+/// a state blob in their own). New states join at the end, so the seed corpus keeps its indices.
 
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +14,9 @@
 #include <vector>
 
 #include "codec_table.hpp"
+#include "commpress/collective/powersgd_state.hpp"
 #include "commpress/feedback/aq_sgd.hpp"
+#include "commpress/feedback/dgc.hpp"
 #include "commpress/feedback/ef.hpp"
 #include "commpress/feedback/ef21.hpp"
 #include "commpress/feedback/loco.hpp"
@@ -27,7 +30,7 @@ namespace commpress::reliability {
 inline constexpr std::uint32_t state_tensor_id = 4;
 
 /// @brief Number of state objects `with_state` dispatches over.
-inline constexpr std::size_t state_count = 13;
+inline constexpr std::size_t state_count = 15;
 
 /// @brief A state's checkpoint blob (channel ends know their tensor id, other states are told).
 template <class S> std::vector<std::byte> save_state(const S& s) {
@@ -106,8 +109,22 @@ template <class F> void with_state(std::size_t index, F&& f) {
     receiver_end r(pipeline<ef21, quantize>{}, 8, ctx);
     return f(r);
   }
-  default: {
+  case 12: {
     sender_end s(pipeline<loco<store_int8>, sign>{}, 8, ctx);
+    return f(s);
+  }
+  case 13: {
+    dgc_state s(8);
+    for (std::size_t i = 0; i < 8; ++i) {
+      s.momentum()[i] = 0.125f * static_cast<float>(i);
+      s.velocity()[i] = -static_cast<float>(i);
+    }
+    return f(s);
+  }
+  default: {
+    powersgd_state s(4, 3, 2);
+    for (std::size_t i = 0; i < 12; ++i)
+      s.residual()[i] = 0.25f * static_cast<float>(i) - 1.0f;
     return f(s);
   }
   }

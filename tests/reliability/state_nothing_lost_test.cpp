@@ -136,6 +136,7 @@ TEST_SUITE("reliability") {
   TEST_CASE("pipelines: a NaN under the fail policy leaves the sender state and the payload "
             "buffer untouched") {
     check_sender_keeps_state(cp::pipeline<cp::ef, cp::top_k>{.codec = {.count = 5}});
+    check_sender_keeps_state(cp::pipeline<cp::dgc, cp::top_k>{.codec = {.count = 5}});
     check_sender_keeps_state(cp::pipeline<cp::ef21, cp::quantize>{
         .codec = {.bits = 3, .granularity = cp::scale_granularity::block, .group = 16}});
     check_sender_keeps_state(cp::pipeline<cp::loco<cp::store_int8>, cp::sign>{});
