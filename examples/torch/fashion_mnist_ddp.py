@@ -50,7 +50,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import commpress as cp
-from commpress.torch import CompressionHook
+from commpress.torch import CompressionHook, matrix_shape
 
 DATA_DIR = Path(os.environ.get("COMMPRESS_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
 
@@ -117,11 +117,16 @@ CODECS = {
     "rq4": lambda: cp.rotated(cp.quantize(bits=4, granularity=cp.scale_granularity.block, group=128), 8),
     "rq2": lambda: cp.rotated(cp.quantize(bits=2, granularity=cp.scale_granularity.block, group=128), 8),
     "rmxfp4": lambda: cp.rotated(cp.mxfp4(), 8),
+    # PowerSGD at rank 1 and 4 (its own error feedback: --feedback does not apply)
+    "powersgd1": lambda: cp.powersgd(rank=1),
+    "powersgd4": lambda: cp.powersgd(rank=4),
 }
 FEEDBACK = {
     "none": lambda: cp.none(),
     "ef": lambda: cp.ef(),
     "loco": lambda: cp.loco(beta=0.8, reset_every=0, storage=cp.store_int8),
+    # Deep Gradient Compression: the momentum moves into the feedback, the optimizer runs without
+    "dgc": lambda: cp.dgc(momentum=0.9),
 }
 
 
@@ -129,8 +134,10 @@ FEEDBACK = {
 _KEEP_ALIVE: List[Any] = []
 
 
-def make_pipeline(codec: str, feedback: str) -> cp.pipeline:
-    return cp.pipeline(FEEDBACK[feedback](), CODECS[codec]())
+def make_pipeline(codec: str, feedback: str) -> Any:
+    """The hook's pipeline, or the commpress.powersgd that replaces one."""
+    c = CODECS[codec]()
+    return c if isinstance(c, cp.powersgd) else cp.pipeline(FEEDBACK[feedback](), c)
 
 
 def train(rank: int, world: int, init_method: str, codec: Optional[str], args: argparse.Namespace) -> Optional[Dict[str, Any]]:
@@ -146,7 +153,9 @@ def train(rank: int, world: int, init_method: str, codec: Optional[str], args: a
     tx, ty = load("test") if rank == 0 else (None, None)
     model = DDP(make_model())
     hook = CompressionHook(model, make_pipeline(codec, args.feedback), seed=1).register(model) if codec else None
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    # DGC keeps the momentum itself (momentum correction): the optimizer must not add its own.
+    momentum = 0.0 if codec and args.feedback == "dgc" else 0.9
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=momentum)
     g = torch.Generator().manual_seed(42)
     uncompressed_bytes = 0
     step_seconds: List[float] = []
@@ -219,8 +228,13 @@ def worker(rank: int, world: int, port: int, codec: Optional[str], args: argpars
 
 def payload_bits(codec: str) -> float:
     """Bits per gradient element of one payload per parameter tensor, headers included."""
-    sizes = [p.numel() for p in make_model().parameters()]
-    return 8 * sum(cp.max_payload_bytes(CODECS[codec](), n) for n in sizes) / sum(sizes)
+    params = list(make_model().parameters())
+    c = CODECS[codec]()
+    if isinstance(c, cp.powersgd):  # P and Q of each matrix view, no header
+        total = sum(4 * c.message_floats(*matrix_shape(p)) for p in params)
+    else:
+        total = sum(cp.max_payload_bytes(c, p.numel()) for p in params)
+    return 8 * total / sum(p.numel() for p in params)
 
 
 def run(codec: Optional[str], args: argparse.Namespace) -> Dict[str, float]:

@@ -43,7 +43,7 @@ using any_codec = variant_of<all_codecs, rotated_codecs>::type;
 /// Every feedback configuration: each error storage of loco and aq_sgd is its own C++ type.
 using any_feedback = std::variant<none, ef, ef21, loco<store_f32>, loco<store_bf16>,
                                   loco<store_int8>, loco<store_int4>, aq_sgd<store_f32>,
-                                  aq_sgd<store_bf16>, aq_sgd<store_int8>, aq_sgd<store_int4>>;
+                                  aq_sgd<store_bf16>, aq_sgd<store_int8>, aq_sgd<store_int4>, dgc>;
 
 /// A pipeline<Feedback, Codec> whose two halves are chosen at run time.
 struct any_pipeline {

@@ -359,7 +359,8 @@ void bind_types(nb::module_& m) {
       .value("ef", feedback_id::ef)
       .value("ef21", feedback_id::ef21)
       .value("loco", feedback_id::loco)
-      .value("aq_sgd", feedback_id::aq_sgd);
+      .value("aq_sgd", feedback_id::aq_sgd)
+      .value("dgc", feedback_id::dgc);
   nb::enum_<storage_kind>(m, "storage", "Error storage of loco and aq_sgd (C++ store_*).")
       .value("f32", storage_kind::f32)
       .value("bf16", storage_kind::bf16)
@@ -655,6 +656,47 @@ void bind_types(nb::module_& m) {
             "The mirror A as a float32 NumPy view into the state.");
     add_checkpoint(s);
     add_common(s, "ef21_state", {"size"});
+  }
+  {
+    auto c = nb::class_<dgc>(m, "dgc",
+                             "Deep Gradient Compression's sender (C++ dgc): momentum correction, "
+                             "momentum factor masking, local gradient clipping. Apply the "
+                             "decoded mean with plain SGD, without optimizer momentum.");
+    const dgc d{};
+    c.def(
+         "__init__",
+         [](dgc* self, float momentum, float clip_norm) { new (self) dgc{momentum, clip_norm}; },
+         nb::arg("momentum") = d.momentum, nb::arg("clip_norm") = d.clip_norm)
+        .def_rw("momentum", &dgc::momentum)
+        .def_rw("clip_norm", &dgc::clip_norm);
+    add_common(c, "dgc", {"momentum", "clip_norm"});
+    auto s = nb::class_<dgc_state>(m, "dgc_state", "DGC's momentum u and accumulation v.");
+    s.def(nb::init<std::uint64_t>(), nb::arg("n"))
+        .def_prop_ro("size", &dgc_state::size)
+        .def(
+            "momentum", [](dgc_state& st) { return view_of(st.momentum(), nb::find(&st)); },
+            "u as a float32 NumPy view into the state.")
+        .def(
+            "velocity", [](dgc_state& st) { return view_of(st.velocity(), nb::find(&st)); },
+            "v as a float32 NumPy view into the state.");
+    add_checkpoint(s);
+    add_common(s, "dgc_state", {"size"});
+    auto w = nb::class_<dgc_warmup>(m, "dgc_warmup",
+                                    "DGC's warm-up: the density of each epoch (C++ dgc_warmup).");
+    const dgc_warmup dw{};
+    w.def(
+         "__init__",
+         [](dgc_warmup* self, float initial, float final_density, float factor) {
+           new (self) dgc_warmup{initial, final_density, factor};
+         },
+         nb::arg("initial") = dw.initial, nb::arg("final_density") = dw.final_density,
+         nb::arg("factor") = dw.factor)
+        .def_rw("initial", &dgc_warmup::initial)
+        .def_rw("final_density", &dgc_warmup::final_density)
+        .def_rw("factor", &dgc_warmup::factor)
+        .def("density", &dgc_warmup::density, nb::arg("epoch"))
+        .def("epochs", &dgc_warmup::epochs);
+    add_common(w, "dgc_warmup", {"initial", "final_density", "factor"});
   }
   bind_storage<store_f32>(m);
   bind_storage<store_bf16>(m);

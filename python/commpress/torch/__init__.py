@@ -12,7 +12,7 @@
 """
 
 from .comm import TorchCommunicator
-from .ddp import CompressionHook, LayerPolicy, StepStats, tensor_id_of
+from .ddp import CompressionHook, LayerPolicy, StepStats, matrix_shape, tensor_id_of
 from .sharded import (
     CollectiveStats,
     ShardedState,
@@ -32,6 +32,7 @@ __all__ = [
     "StepStats",
     "all_gather_shard_compressed",
     "make_sharded_state",
+    "matrix_shape",
     "reduce_scatter_compressed",
     "sharded_all_reduce_compressed",
     "tensor_id_of",
