@@ -44,7 +44,7 @@ void decode_seeds(const fs::path& dir) {
   fs::create_directories(dir);
   for (std::size_t id = 0; id < cp::reliability::config_count; ++id) {
     cp::reliability::with_config(id, [&](const auto& c, bool) {
-      for (const std::size_t n : {0u, 1u, 8u, 24u, 64u, 1000u}) {
+      for (const std::size_t n : {0u, 1u, 8u, 24u, 40u, 1000u}) {
         if (!c.can_implement(n))
           continue;
         if (n == 1000 && id != cp::reliability::config_count - 1 && id % 4 != 0)

@@ -70,7 +70,7 @@ CODECS = [
     cp.top_k(count=2, row_length=1000),
     cp.top_k(
         count=2,
-        row_length=64,
+        row_length=40,
         value_quantizer=cp.quantize(bits=2, group=8, range=cp.quant_range.asymmetric),
     ),
     cp.top_k(

@@ -176,8 +176,9 @@ struct top_k {
 
   /// The configurations the fuzzers and the reliability tests run (compress/codec_list.hpp):
   /// an index list, per-row selection with f16 values, a bitmap with bf16 values, nothing
-  /// kept, 2-byte indices in rows of 1000, and quantized values: chunks of 64 with 2-bit
-  /// asymmetric values in groups of 8, a bitmap with 3-bit stochastic values under one scale.
+  /// kept, 2-byte indices in rows of 1000, and quantized values: chunks of 40 (a divisor of the
+  /// reliability tests' 1000 elements) with 2-bit asymmetric values in groups of 8, a bitmap
+  /// with 3-bit stochastic values under one scale.
   static constexpr std::array<top_k, 7> examples() {
     return {top_k{.fraction = 0.25f},
             top_k{.count = 3, .row_length = 8, .values = dtype::f16},
@@ -185,7 +186,7 @@ struct top_k {
             top_k{.fraction = 0.0f},
             top_k{.count = 2, .row_length = 1000},
             top_k{.count = 2,
-                  .row_length = 64,
+                  .row_length = 40,
                   .value_quantizer = {.bits = 2, .group = 8, .range = quant_range::asymmetric}},
             top_k{.fraction = 0.5f,
                   .value_quantizer = {.bits = 3,
