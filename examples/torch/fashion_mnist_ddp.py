@@ -213,17 +213,21 @@ def train(rank: int, world: int, init_method: str, codec: Optional[str], args: a
                 "evals": evals, "eval_seconds": eval_seconds, "eval_images": args.eval_limit or len(tx),
                 "wall_seconds": time.monotonic() - started,
             })
-    if args.rank is not None:
-        # Freeing the DDP model lets its reducer destroy the process group while this thread
-        # holds the GIL, and torch 1.13's gloo worker threads may need the GIL then (a deadlock
-        # at exit): one-rank mode keeps everything alive and leaves through os._exit.
-        _KEEP_ALIVE.append((model, hook, opt))
+    # Freeing the DDP model lets its reducer destroy the process group while this thread holds
+    # the GIL, and torch 1.13's gloo worker threads may need the GIL then (a deadlock at exit):
+    # every rank keeps everything alive and leaves through os._exit (see worker).
+    _KEEP_ALIVE.append((model, hook, opt))
     dist.destroy_process_group()
     return result
 
 
 def worker(rank: int, world: int, port: int, codec: Optional[str], args: argparse.Namespace, q: "mp.Queue") -> None:
     q.put(train(rank, world, f"tcp://127.0.0.1:{port}", codec, args))
+    q.close()
+    q.join_thread()  # the result is in the pipe: leave without the interpreter's teardown (train)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def payload_bits(codec: str) -> float:
