@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "commpress/compress/powersgd.hpp"
 #include "commpress/core/error.hpp"
 #include "commpress/optim/adam.hpp"
 #include "commpress/optim/onebit_adam.hpp"
@@ -619,6 +620,31 @@ void bind_types(nb::module_& m) {
                {"min_elements", "compress_1d", "min_compression_rate", "exclude"});
   }
 
+  {
+    auto c = nb::class_<powersgd>(m, "powersgd",
+                                  "PowerSGD's settings (C++ powersgd): rank-r compression of a "
+                                  "matrix by one step of subspace iteration per training step.");
+    const powersgd d{};
+    c.def(
+         "__init__",
+         [](powersgd* self, std::uint32_t rank, bool warm_start, float epsilon,
+            std::uint64_t start_iter) {
+           new (self) powersgd{rank, warm_start, epsilon, start_iter};
+         },
+         nb::arg("rank") = d.rank, nb::arg("warm_start") = d.warm_start,
+         nb::arg("orthogonalization_epsilon") = d.orthogonalization_epsilon,
+         nb::arg("start_iter") = d.start_iter)
+        .def_rw("rank", &powersgd::rank)
+        .def_rw("warm_start", &powersgd::warm_start)
+        .def_rw("orthogonalization_epsilon", &powersgd::orthogonalization_epsilon)
+        .def_rw("start_iter", &powersgd::start_iter)
+        .def("message_floats", &powersgd::message_floats, nb::arg("rows"), nb::arg("columns"),
+             "Floats one rank all-reduces per step: (rows + columns) * rank.")
+        .def("compression_rate", &powersgd::compression_rate, nb::arg("rows"), nb::arg("columns"),
+             "rows * columns over message_floats (PyTorch's measure).");
+    add_common(c, "powersgd", {"rank", "warm_start", "orthogonalization_epsilon", "start_iter"});
+  }
+
   // --- feedback policies and their states ----------------------------------------------------
   {
     auto c = nb::class_<none>(m, "none", "No error feedback (C++ none).");
@@ -665,7 +691,9 @@ void bind_types(nb::module_& m) {
     const dgc d{};
     c.def(
          "__init__",
-         [](dgc* self, float momentum, float clip_norm) { new (self) dgc{momentum, clip_norm}; },
+         [](dgc* self, float momentum, float clip_norm) {
+           new (self) dgc{momentum, clip_norm};
+         },
          nb::arg("momentum") = d.momentum, nb::arg("clip_norm") = d.clip_norm)
         .def_rw("momentum", &dgc::momentum)
         .def_rw("clip_norm", &dgc::clip_norm);

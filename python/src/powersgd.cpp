@@ -2,9 +2,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
 /// @file
-/// PowerSGD (C++ collective/powersgd.hpp): its configuration, plan and state, and one step as a
-/// `powersgd_round` whose three phases the caller separates by its own all-reduces, which is how
-/// commpress.torch.CompressionHook drives it over a torch.distributed process group.
+/// PowerSGD (C++ collective/powersgd.hpp): its plan and state, and one step as a `powersgd_round`
+/// whose three phases the caller separates by its own all-reduces, which is how
+/// commpress.torch.CompressionHook drives it over a torch.distributed process group. Its
+/// configuration, `powersgd`, is bound with the others in module.cpp.
 
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -46,53 +47,19 @@ std::span<float> host_floats(const array_info& a, const char* what) {
 } // namespace
 
 void bind_powersgd(nb::module_& m) {
-  nb::class_<collective_result>(m, "collective_result", "What one collective call did on this rank.")
+  nb::class_<collective_result>(m, "collective_result",
+                                "What one collective call did on this rank.")
       .def_ro("payload_bytes", &collective_result::payload_bytes)
       .def_ro("wire_bytes", &collective_result::wire_bytes)
       .def_ro("nonfinite", &collective_result::nonfinite)
       .def_ro("held", &collective_result::held);
-  {
-    auto c = nb::class_<powersgd>(m, "powersgd",
-                                  "PowerSGD's settings (C++ powersgd): rank-r compression of a "
-                                  "matrix by one step of subspace iteration per training step.");
-    const powersgd d{};
-    c.def(
-         "__init__",
-         [](powersgd* self, std::uint32_t rank, bool warm_start, float epsilon,
-            std::uint64_t start_iter) {
-           new (self) powersgd{rank, warm_start, epsilon, start_iter};
-         },
-         nb::arg("rank") = d.rank, nb::arg("warm_start") = d.warm_start,
-         nb::arg("orthogonalization_epsilon") = d.orthogonalization_epsilon,
-         nb::arg("start_iter") = d.start_iter)
-        .def_rw("rank", &powersgd::rank)
-        .def_rw("warm_start", &powersgd::warm_start)
-        .def_rw("orthogonalization_epsilon", &powersgd::orthogonalization_epsilon)
-        .def_rw("start_iter", &powersgd::start_iter)
-        .def("message_floats", &powersgd::message_floats, nb::arg("rows"), nb::arg("columns"),
-             "Floats one rank all-reduces per step: (rows + columns) * rank.")
-        .def("compression_rate", &powersgd::compression_rate, nb::arg("rows"),
-             nb::arg("columns"), "rows * columns over message_floats (PyTorch's measure).")
-        .def(
-            "__eq__", [](const powersgd& a, const powersgd& b) { return a == b; },
-            nb::is_operator())
-        .def("__repr__", [](const powersgd& p) {
-          return "powersgd(rank=" + std::to_string(p.rank) +
-                 ", warm_start=" + (p.warm_start ? "True" : "False") +
-                 ", orthogonalization_epsilon=" + std::to_string(p.orthogonalization_epsilon) +
-                 ", start_iter=" + std::to_string(p.start_iter) + ")";
-        });
-    c.attr("__hash__") = nb::none();
-  }
   nb::class_<powersgd_state>(m, "powersgd_state",
                              "One rank's PowerSGD state of one tensor: the error and Q.")
       .def_prop_ro("rows", &powersgd_state::rows)
       .def_prop_ro("columns", &powersgd_state::columns)
       .def_prop_ro("rank", &powersgd_state::rank)
       .def_prop_ro("has_q", &powersgd_state::has_q)
-      .def(
-          "residual",
-          [](powersgd_state& st) { return view(st.residual(), nb::find(&st)); })
+      .def("residual", [](powersgd_state& st) { return view(st.residual(), nb::find(&st)); })
       .def("q", [](powersgd_state& st) { return view(st.q(), nb::find(&st)); })
       .def(
           "save",
@@ -144,13 +111,11 @@ void bind_powersgd(nb::module_& m) {
           },
           nb::arg("plan"), nb::arg("state"), nb::arg("ctx"), nb::arg("input"))
       .def(
-          "project",
-          [](py_round& r) { return view(r.round->project(), nb::find(&r)); },
+          "project", [](py_round& r) { return view(r.round->project(), nb::find(&r)); },
           "P (rows x rank, row-major), or the gradient while warming up: sum it across ranks "
           "in place.")
       .def(
-          "back_project",
-          [](py_round& r) { return view(r.round->back_project(), nb::find(&r)); },
+          "back_project", [](py_round& r) { return view(r.round->back_project(), nb::find(&r)); },
           "Q (columns x rank, row-major) after P was summed, empty while warming up: sum it "
           "across ranks in place.")
       .def(
