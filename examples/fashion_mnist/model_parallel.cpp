@@ -64,7 +64,8 @@ void print_usage(std::ostream& os) {
         "                      [--bwd-feedback F] [--epochs N] [--batch N] [--eval-batch N]\n"
         "                      [--lr X] [--momentum X] [--seed N] [--train-subset N]\n"
         "                      [--data-dir DIR] [--csv PATH]\n"
-        "  SPEC: fp32 | q<bits>[:tensor|:block<N>|:column][:asym|:sym][:sr] | topk<percent>[:q<bits>]\n"
+        "  SPEC: fp32 | q<bits>[:tensor|:block<N>|:column][:asym|:sym][:sr] | "
+        "topk<percent>[:q<bits>]\n"
         "  S (AQ-SGD buffer storage): f32 | bf16 | int8 | int4\n";
 }
 

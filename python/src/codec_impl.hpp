@@ -216,5 +216,5 @@ channel_ops<F, C>::make_receiver(const F& f, const C& c, std::uint64_t n, const 
   COMMPRESS_PY_PIPELINE(commpress::aq_sgd<commpress::store_f32>, C)                                \
   COMMPRESS_PY_PIPELINE(commpress::aq_sgd<commpress::store_bf16>, C)                               \
   COMMPRESS_PY_PIPELINE(commpress::aq_sgd<commpress::store_int8>, C)                               \
-  COMMPRESS_PY_PIPELINE(commpress::aq_sgd<commpress::store_int4>, C)                                \
+  COMMPRESS_PY_PIPELINE(commpress::aq_sgd<commpress::store_int4>, C)                               \
   COMMPRESS_PY_PIPELINE(commpress::dgc, C)
