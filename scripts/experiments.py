@@ -19,7 +19,9 @@ machine (the examples are built with -march=native, see examples/CMakeLists.txt)
 import argparse
 import concurrent.futures
 import csv
+import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -50,10 +52,12 @@ def dpq(bits):
 
 
 class Run:
-    def __init__(self, name, group, kind, args, label=None, meta=None):
+    def __init__(self, name, group, kind, args, label=None, meta=None, seed=None):
         self.name, self.group, self.kind, self.args = name, group, kind, args
         self.label = label or name
         self.meta = meta or {}
+        self.seed = seed  # None: the driver's --seed
+        self.config = name  # runs of one configuration under several seeds share it
 
 
 def mp(name, group, fwd, bwd, feedback="none", label=None, **meta):
@@ -101,6 +105,93 @@ def full_runs():
     return runs + dp_runs()
 
 
+# ResNet-18 at width 8 with BatchNorm, 4 stages (examples/torch/fashion_mnist_pipeline.py): 3
+# epochs on the first 12800 training images keep each run near a minute on one core, so the 97
+# runs of the sweep take about an hour with 2 in parallel (docs/results.md). The configurations
+# behind the papers' headline claims run under 3 seeds, the rest of the grid under seed 1.
+RN_EPOCHS = 3
+RN_SUBSET = 12800
+RN_SEEDS = (1, 2, 3)
+RN_QUICK_EPOCHS = 2
+RN_QUICK_SUBSET = 6400
+RN_SCRIPT = ROOT / "examples" / "torch" / "fashion_mnist_pipeline.py"
+RN_HEADLINE = {"rn-q-a32-g32", "rn-q-a2-g8", "rn-qc-a2-g8", "rn-q-a4-g32", "rn-q-a32-g2", "rn-q-a32-g4",
+               "rn-qc-a32-g4", "rn-topk10", "rn-topk30", "rn-ef-topk10", "rn-ef21-topk10",
+               "rn-aqsgd-topk10", "rn-aqsgd-topk30"}
+
+
+def rn(name, group, act, grad, feedback="none", label=None, seed=1, **meta):
+    args = ["--act", act, "--grad", grad, "--feedback", feedback]
+    meta.update(act=act, grad=grad, feedback=feedback)
+    r = Run(name if seed == 1 else f"{name}-s{seed}", group, "rn", args, label, meta, seed)
+    r.config = name
+    return r
+
+
+def rn_configs():
+    runs = []
+    for scope, tag in (("", "q"), (":channel", "qc")):
+        for a in BITS:
+            for g in BITS:
+                if tag == "qc" and a == g == 32:
+                    continue  # the same run as rn-q-a32-g32
+                act = "fp32" if a == 32 else f"q{a}{scope}"
+                grad = "fp32" if g == 32 else f"q{g}{scope}"
+                runs.append(rn(f"rn-{tag}-a{a}-g{g}", f"rn-{tag}", act, grad, act_bits=a, grad_bits=g))
+    for k in TOPK:
+        runs.append(rn(f"rn-topk{k}", "rn-topk", f"topk{k}", f"topk{k}", percent=k))
+    for fb in ("ef", "ef21"):
+        for c in ("topk10", "q2", "q4"):
+            runs.append(rn(f"rn-{fb}-{c}", "rn-ef", c, c, fb))
+    for c in ("topk10", "topk30", "topk50", "q2", "q4"):
+        runs.append(rn(f"rn-aqsgd-{c}", "rn-aqsgd", c, c, "aq_sgd", storage="f32"))
+    for st in ("bf16", "int8", "int4"):
+        for c in ("topk30", "q4"):
+            runs.append(rn(f"rn-aqsgd-{c}-{st}", "rn-aqsgd", c, c, f"aq_sgd:{st}", storage=st))
+    return runs
+
+
+# Data parallel on the same ResNet through the DDP hook (examples/torch/fashion_mnist_ddp.py):
+# 4 gloo processes x 32 images (global batch 128, as the model-parallel runs), Adam lr 1e-3,
+# LoCo's quantizer. One run at a time: each takes both cores.
+DDP_SCRIPT = ROOT / "examples" / "torch" / "fashion_mnist_ddp.py"
+DDP_COMMON = ["--ranks", "4", "--model", "resnet", "--optimizer", "adam", "--lr", "0.001", "--batch", "32",
+              "--eval-limit", "1000", "--no-baseline"]
+DDP_HEADLINE = {"ddp-fp32", "ddp-q4-loco", "ddp-q2-loco", "ddp-q2-ef"}
+
+
+def ddp(name, label, codec, feedback="none", collective="auto", seed=1):
+    args = DDP_COMMON + ["--codec", codec, "--feedback", feedback, "--collective", collective]
+    r = Run(name if seed == 1 else f"{name}-s{seed}", "rn-ddp", "ddp", args, label,
+            dict(codec=codec, feedback=feedback, collective=collective), seed)
+    r.config = name
+    return r
+
+
+def ddp_configs():
+    runs = [ddp("ddp-fp32", "fp32 (DDP's all-reduce)", "none")]
+    for b in (4, 2):
+        runs += [ddp(f"ddp-q{b}", f"{b}-bit plain", f"q{b}"),
+                 ddp(f"ddp-q{b}-ef", f"{b}-bit EF", f"q{b}", "ef"),
+                 ddp(f"ddp-q{b}-loco", f"{b}-bit LoCo (beta 0.8, 8-bit error)", f"q{b}", "loco"),
+                 ddp(f"ddp-q{b}-loco-sharded", f"{b}-bit LoCo, sharded (worker and server error)",
+                     f"q{b}", "loco", "sharded")]
+    return runs
+
+
+def resnet_runs():
+    """Every configuration under seed 1 (the headline ones first), then the headline ones under
+    the other seeds."""
+    configs = sorted(rn_configs(), key=lambda r: r.config not in RN_HEADLINE)
+    extra = [rn(r.config, r.group, r.meta["act"], r.meta["grad"], r.meta["feedback"], seed=s,
+                **{k: v for k, v in r.meta.items() if k not in ("act", "grad", "feedback")})
+             for s in RN_SEEDS[1:] for r in configs if r.config in RN_HEADLINE]
+    ddps = ddp_configs()
+    ddps += [ddp(r.config, r.label, r.meta["codec"], r.meta["feedback"], r.meta["collective"], s)
+             for s in RN_SEEDS[1:] for r in ddps if r.config in DDP_HEADLINE]
+    return configs + extra + ddps
+
+
 def quick_runs():
     return [
         mp("mp-fp32", "demo", "fp32", "fp32", label="MP: no compression"),
@@ -116,6 +207,14 @@ def quick_runs():
     ]
 
 
+def quick_resnet_runs():
+    return [
+        rn("rn-q-a32-g32", "demo", "fp32", "fp32", label="ResNet: no compression"),
+        rn("rn-q-a2-g8", "demo", "q2", "q8", label="ResNet: 2-bit activations, 8-bit gradients"),
+        rn("rn-topk10", "demo", "topk10", "topk10", label="ResNet: TopK 10% both directions"),
+    ]
+
+
 def find_binary(build_dir, name):
     p = Path(build_dir) / "examples" / "fashion_mnist" / name
     if not p.exists():
@@ -124,21 +223,40 @@ def find_binary(build_dir, name):
     return p
 
 
-def execute(run, bins, out, epochs, subset, seed):
+def execute(run, bins, out, budget, seed):
+    """budget: kind -> (epochs, train subset)."""
     csv_path = out / f"{run.name}.csv"
     log_path = out / f"{run.name}.log"
-    cmd = [str(bins[run.kind])] + run.args + ["--epochs", str(epochs), "--seed", str(seed),
-                                               "--csv", str(csv_path)]
-    if subset:
+    epochs, subset = budget[run.kind]
+    cmd = bins[run.kind] + run.args + ["--epochs", str(epochs),
+                                       "--seed", str(run.seed or seed), "--csv", str(csv_path)]
+    if subset or run.kind == "rn":
         cmd += ["--train-subset", str(subset)]
     if run.kind == "dp":
         cmd += ["--steps-csv", str(out / f"{run.name}.steps.csv")]
+    if run.kind == "rn":
+        cmd += ["--eval", "last"]
+    if run.kind == "ddp":
+        cmd = bins["ddp"] + run.args + ["--epochs", str(epochs), "--seed", str(run.seed or seed),
+                                        "--train-limit", str(subset),
+                                        "--report-json", str(out / f"{run.name}.json")]
     t0 = time.monotonic()
     with open(log_path, "w") as log:
         log.write(" ".join(cmd) + "\n")
         log.flush()
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+    if run.kind == "ddp" and rc == 0:
+        ddp_csv(out / f"{run.name}.json", csv_path)
     return run, rc, time.monotonic() - t0
+
+
+def ddp_csv(report, csv_path):
+    """The DDP example's JSON report as one CSV row (the driver's common format)."""
+    r = json.loads(Path(report).read_text())["runs"][0]
+    with open(csv_path, "w") as f:
+        f.write("epoch,test_acc,bytes_per_step,step_seconds_median,wall_s\n")
+        f.write(f"{r['epochs']},{r['accuracy']},{r['bytes_per_step']},{r['step_seconds_median']},"
+                f"{r['seconds']}\n")
 
 
 def read_csv(path):
@@ -156,7 +274,7 @@ def mib(b):
 
 class Results:
     def __init__(self, runs, out):
-        self.by_name, self.rows = {}, {}
+        self.by_name, self.rows, self.runs_of = {}, {}, {}
         for r in runs:
             p = out / f"{r.name}.csv"
             if p.exists():
@@ -164,6 +282,11 @@ class Results:
                 if rows:
                     self.by_name[r.name] = r
                     self.rows[r.name] = rows
+                    self.runs_of.setdefault(r.config, []).append(r.name)
+
+    def finals(self, config, col):
+        """The last row's `col` of every seed of a configuration."""
+        return [self.final(n)[col] for n in self.runs_of.get(config, [])]
 
     def final(self, name):
         return self.rows[name][-1]
@@ -188,6 +311,80 @@ def mp_row(res, name, label=None):
 MP_HEAD = ("| run | test acc, compressed inference (%) | test acc, uncompressed inference (%) | "
            "best compressed (%) | final train loss | KiB/step | vs fp32 |\n"
            "|---|---|---|---|---|---|---|")
+
+
+def spread(values, scale=100.0, digits=2):
+    """One value, or the mean +- the sample standard deviation (n) of several seeds."""
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{scale * values[0]:.{digits}f}"
+    return (f"{scale * statistics.fmean(values):.{digits}f} +- "
+            f"{scale * statistics.stdev(values):.{digits}f} ({len(values)})")
+
+
+RN_HEAD = ("| run | test acc, compressed inference (%) | test acc, uncompressed inference (%) | "
+           "final train loss | KiB/step | vs fp32 |\n|---|---|---|---|---|---|")
+
+
+def rn_row(res, config, label=None, extra=""):
+    base = res.finals("rn-q-a32-g32", "bytes_per_step")
+    sent = res.finals(config, "bytes_per_step")
+    ratio = f"{base[0] / sent[0]:.1f}x" if base else "-"
+    return (f"| {label or res.by_name[res.runs_of[config][0]].label} | "
+            f"{spread(res.finals(config, 'test_acc_compressed'))} | "
+            f"{spread(res.finals(config, 'test_acc_uncompressed'))} | "
+            f"{spread(res.finals(config, 'train_loss'), 1.0, 4)} | {sent[0] / 1024:.1f} | {ratio} |{extra}")
+
+
+def rn_summary(res):
+    """The ResNet tables: cells are one seed, or mean +- std (seeds) where several ran."""
+    lines = []
+    for tag, title in (("q", "per-tensor min-max (Rudakov's quantize_custom)"),
+                       ("qc", "min-max per sample and channel")):
+        if not any(res.runs_of.get(f"rn-{tag}-a{a}-g{g}") for a in BITS for g in BITS):
+            continue
+        lines += [f"### ResNet quantization, {title}: test accuracy (%), compressed inference", "",
+                  "Rows: activation bits (forward); columns: gradient bits (backward); 32 = "
+                  "uncompressed.", "",
+                  "| act \\ grad | " + " | ".join(str(g) for g in BITS) + " |",
+                  "|---|" + "---|" * len(BITS)]
+        for a in BITS:
+            cells = [spread(res.finals("rn-q-a32-g32" if a == g == 32 else f"rn-{tag}-a{a}-g{g}",
+                                       "test_acc_compressed")) for g in BITS]
+            lines.append(f"| {a} | " + " | ".join(cells) + " |")
+        lines.append("")
+    groups = (("rn-topk", "ResNet TopK per sample, both directions"),
+              ("rn-ef", "ResNet EF / EF21 (both directions)"),
+              ("rn-aqsgd", "ResNet AQ-SGD (activations; gradients with the same codec, no feedback)"),
+              ("demo", "ResNet-18 (width 8), 3 compressed boundaries"))
+    for group, title in groups:
+        configs = list(dict.fromkeys(r.config for n, r in res.by_name.items()
+                                     if r.kind == "rn" and r.group == group))
+        if not configs:
+            continue
+        if group == "rn-aqsgd":
+            lines += [f"### {title}", "", RN_HEAD.replace("| vs fp32 |", "| vs fp32 | buffers (MiB) |")
+                      .replace("|---|---|---|---|---|---|", "|---|---|---|---|---|---|---|")]
+            lines += [rn_row(res, c, extra=f" {mib(res.finals(c, 'feedback_state_bytes')[0])} |")
+                      for c in configs]
+        else:
+            lines += [f"### {title}", "", RN_HEAD] + [rn_row(res, c) for c in configs]
+        lines.append("")
+    ddps = list(dict.fromkeys(r.config for r in res.by_name.values() if r.kind == "ddp"))
+    if ddps:
+        base = res.finals("ddp-fp32", "bytes_per_step")
+        lines += ["### ResNet data parallel through the DDP hook (4 gloo processes, Adam)", "",
+                  "| run | final test acc (%) | KiB/step/rank | vs fp32 | median step (ms) |",
+                  "|---|---|---|---|---|"]
+        for c in ddps:
+            sent = res.finals(c, "bytes_per_step")
+            ratio = f"{base[0] / sent[0]:.1f}x" if base else "-"
+            lines.append(f"| {res.by_name[res.runs_of[c][0]].label} | {spread(res.finals(c, 'test_acc'))} | "
+                         f"{sent[0] / 1024:.1f} | {ratio} | "
+                         f"{spread(res.finals(c, 'step_seconds_median'), 1000.0, 1)} |")
+        lines.append("")
+    return lines
 
 
 def summary(res, quick):
@@ -240,7 +437,7 @@ def summary(res, quick):
                          f"{pct(res.best(n, 'test_acc'))} | {f['train_loss']:.4f} | "
                          f"{f['bytes_per_step'] / 1024:.1f} | {ratio} |")
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + rn_summary(res))
 
 
 def plots(res, out, img_dir):
@@ -300,6 +497,48 @@ def plots(res, out, img_dir):
         ax.legend(fontsize=8)
         save(fig, "mp_accuracy_vs_topk.png")
 
+    def mean_acc(config):
+        v = res.finals(config, "test_acc_compressed")
+        return 100 * statistics.fmean(v) if v else float("nan")
+
+    if res.runs_of.get("rn-q-a32-g32") and all(res.runs_of.get(f"rn-q-a{b}-g32") for b in BITS[:-1]):
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
+        xs = list(range(len(BITS)))
+        for ax, (tag, title) in zip(axes, (("q", "per-tensor min-max"), ("qc", "per sample and channel"))):
+            def cfg(a, g):
+                return "rn-q-a32-g32" if a == g == 32 else f"rn-{tag}-a{a}-g{g}"
+            ax.plot(xs, [mean_acc(cfg(b, 32)) for b in BITS], "o-", label="activations quantized")
+            ax.plot(xs, [mean_acc(cfg(32, b)) for b in BITS], "s-", label="gradients quantized")
+            ax.plot(xs, [mean_acc(cfg(b, b)) for b in BITS], "^--", label="both")
+            ax.set_xticks(xs, [str(b) for b in BITS])
+            ax.set_xlabel("bits per element at every boundary")
+            ax.set_title(f"ResNet-18/8, {title}", fontsize=9)
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel("test accuracy (%), compressed inference")
+        axes[0].legend(fontsize=8)
+        save(fig, "rn_accuracy_vs_bits.png")
+
+    rks = [k for k in TOPK if res.runs_of.get(f"rn-topk{k}")]
+    if rks:
+        fig, ax = plt.subplots(figsize=(5.5, 3.6))
+        ax.plot(rks, [mean_acc(f"rn-topk{k}") for k in rks], "o-", label="TopK, compressed inference")
+        ax.plot(rks, [100 * statistics.fmean(res.finals(f"rn-topk{k}", "test_acc_uncompressed")) for k in rks],
+                "o:", label="TopK, uncompressed inference")
+        aq = [k for k in (10, 30, 50) if res.runs_of.get(f"rn-aqsgd-topk{k}")]
+        if aq:
+            ax.plot(aq, [mean_acc(f"rn-aqsgd-topk{k}") for k in aq], "s-", label="AQ-SGD + TopK")
+        for fb, mark in (("ef", "v"), ("ef21", "D")):
+            if res.runs_of.get(f"rn-{fb}-topk10"):
+                ax.plot([10], [mean_acc(f"rn-{fb}-topk10")], mark, label=f"{fb.upper()} + TopK 10%")
+        if res.runs_of.get("rn-q-a32-g32"):
+            ax.axhline(mean_acc("rn-q-a32-g32"), color="gray", ls="--", label="uncompressed training")
+        ax.set_xlabel("share of each sample kept (%)")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_title("ResNet-18/8 model parallel: accuracy vs TopK")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        save(fig, "rn_accuracy_vs_topk.png")
+
     dps = [n for n, r in res.by_name.items() if r.kind == "dp" and (out / f"{n}.steps.csv").exists()]
     if dps:
         fig, ax = plt.subplots(figsize=(6, 3.8))
@@ -321,66 +560,92 @@ def plots(res, out, img_dir):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="the demo: a few runs, 2 epochs")
+    ap.add_argument("--resnet", action="store_true",
+                    help="the ResNet sweep (PyTorch, examples/torch/fashion_mnist_pipeline.py)")
     ap.add_argument("--build-dir", default=str(ROOT / "build" / "demo"))
-    ap.add_argument("--out", default=None, help="results directory (default results/full or "
-                                                "results/quick)")
+    ap.add_argument("--out", default=None, help="results directory (default results/full, "
+                                                "results/resnet or results/quick)")
     ap.add_argument("--img-dir", default=None, help="where the PNGs go (default: --out)")
     ap.add_argument("--jobs", type=int, default=2, help="runs in parallel (default 2)")
     ap.add_argument("--epochs", type=int, default=None)
     ap.add_argument("--train-subset", type=int, default=None)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", default=None,
-                    help="comma-separated groups: quant,topk,ef,aqsgd,loco")
+                    help="comma-separated groups: quant,topk,ef,aqsgd,loco; with --resnet "
+                         "rn-q,rn-qc,rn-topk,rn-ef,rn-aqsgd")
     ap.add_argument("--summarize-only", action="store_true",
                     help="rebuild summary and plots from existing CSVs")
     a = ap.parse_args()
 
-    runs = quick_runs() if a.quick else full_runs()
+    if a.quick:
+        runs = quick_runs() + quick_resnet_runs()
+    else:
+        runs = resnet_runs() if a.resnet else full_runs()
     if a.only:
         groups = set(a.only.split(","))
         runs = [r for r in runs if r.group in groups]
     epochs = a.epochs or (QUICK_EPOCHS if a.quick else FULL_EPOCHS)
     subset = a.train_subset if a.train_subset is not None else (
         QUICK_SUBSET if a.quick else FULL_SUBSET)
-    out = Path(a.out) if a.out else ROOT / "results" / ("quick" if a.quick else "full")
+    rn_budget = (a.epochs or (RN_QUICK_EPOCHS if a.quick else RN_EPOCHS),
+                 a.train_subset if a.train_subset is not None else (
+                     RN_QUICK_SUBSET if a.quick else RN_SUBSET))
+    budget = {"mp": (epochs, subset), "dp": (epochs, subset), "rn": rn_budget, "ddp": rn_budget}
+    out = Path(a.out) if a.out else ROOT / "results" / (
+        "quick" if a.quick else "resnet" if a.resnet else "full")
     out.mkdir(parents=True, exist_ok=True)
     img_dir = Path(a.img_dir) if a.img_dir else out
 
     t_start = time.monotonic()
     if not a.summarize_only:
-        bins = {"mp": find_binary(a.build_dir, "model_parallel"),
-                "dp": find_binary(a.build_dir, "data_parallel")}
-        print(f"experiments: {len(runs)} runs, {epochs} epochs, "
-              f"{'train subset ' + str(subset) if subset else 'full training set'}, "
-              f"{a.jobs} in parallel, results in {out}", flush=True)
+        kinds = {r.kind for r in runs}
+        bins = {k: [str(find_binary(a.build_dir, b))] for k, b in
+                (("mp", "model_parallel"), ("dp", "data_parallel")) if k in kinds}
+        bins["rn"] = [sys.executable, str(RN_SCRIPT)]
+        bins["ddp"] = [sys.executable, str(DDP_SCRIPT)]
+        print(f"experiments: {len(runs)} runs, {a.jobs} in parallel (DDP runs one at a time), "
+              f"results in {out}", flush=True)
         failed = []
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-            futs = [pool.submit(execute, r, bins, out, epochs, subset, a.seed) for r in runs]
-            for i, fut in enumerate(concurrent.futures.as_completed(futs), 1):
-                run, rc, secs = fut.result()
-                status = "ok" if rc == 0 else f"FAILED (exit {rc}, see {run.name}.log)"
-                acc = ""
-                p = out / f"{run.name}.csv"
-                if rc == 0 and p.exists():
-                    rows = read_csv(p)
-                    if rows:
-                        f = rows[-1]
-                        acc = (f"  test acc {pct(f['test_acc'])}%" if "test_acc" in f else
-                               f"  test acc {pct(f['test_acc_compressed'])}% compressed / "
-                               f"{pct(f['test_acc_uncompressed'])}% uncompressed")
-                elapsed = time.monotonic() - t_start
-                print(f"[{i:2d}/{len(runs)}] {run.name:28s} {status} in {secs:5.1f}s{acc}  "
-                      f"(elapsed {elapsed / 60:.1f} min)", flush=True)
-                if rc != 0:
-                    failed.append(run.name)
+        # The DDP runs start 4 processes each: they run after the others, one at a time.
+        phases = (([r for r in runs if r.kind != "ddp"], a.jobs), ([r for r in runs if r.kind == "ddp"], 1))
+        done = 0
+        for phase, jobs in phases:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                futs = [pool.submit(execute, r, bins, out, budget, a.seed) for r in phase]
+                for fut in concurrent.futures.as_completed(futs):
+                    done += 1
+                    run, rc, secs = fut.result()
+                    status = "ok" if rc == 0 else f"FAILED (exit {rc}, see {run.name}.log)"
+                    acc = ""
+                    p = out / f"{run.name}.csv"
+                    if rc == 0 and p.exists():
+                        rows = read_csv(p)
+                        if rows:
+                            f = rows[-1]
+                            acc = (f"  test acc {pct(f['test_acc'])}%" if "test_acc" in f else
+                                   f"  test acc {pct(f['test_acc_compressed'])}% compressed / "
+                                   f"{pct(f['test_acc_uncompressed'])}% uncompressed")
+                    elapsed = time.monotonic() - t_start
+                    print(f"[{done:2d}/{len(runs)}] {run.name:28s} {status} in {secs:5.1f}s{acc}  "
+                          f"(elapsed {elapsed / 60:.1f} min)", flush=True)
+                    if rc != 0:
+                        failed.append(run.name)
         if failed:
             print(f"experiments: {len(failed)} runs failed: {', '.join(failed)}", file=sys.stderr)
     wall = time.monotonic() - t_start
 
     res = Results(runs, out)
     text = summary(res, a.quick)
-    header = (f"Fashion-MNIST, 784-512-512-256-10 MLP, {epochs} epochs, "
-              f"{'train subset ' + str(subset) if subset else 'full training set'}, seed {a.seed}"
+    kinds = {r.kind for r in runs}
+    parts = []
+    if kinds & {"mp", "dp"}:
+        parts.append(f"784-512-512-256-10 MLP, {epochs} epochs, "
+                     f"{'train subset ' + str(subset) if subset else 'full training set'}, seed {a.seed}")
+    if "rn" in kinds:
+        parts.append(f"ResNet-18 at width 8, {rn_budget[0]} epochs, train subset {rn_budget[1]}"
+                     + ("" if a.quick else f", seeds {', '.join(map(str, RN_SEEDS))} where a cell "
+                        "shows (n)"))
+    header = ("Fashion-MNIST: " + "; ".join(parts)
               + ("" if a.summarize_only else f"; wall time {wall / 60:.1f} min with {a.jobs} "
                  f"runs in parallel on {os.cpu_count()} CPUs") + ".\n")
     (out / "summary.md").write_text(header + "\n" + text + "\n")

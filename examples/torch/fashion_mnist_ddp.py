@@ -29,21 +29,18 @@ per step on the wire.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import multiprocessing as mp
 import os
 import queue
 import socket
 import statistics
-import struct
 import sys
 import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -51,37 +48,21 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import commpress as cp
 from commpress.torch import CompressionHook, matrix_shape
+from fashion_mnist import augment, images, load
+from resnet import resnet18
 
-DATA_DIR = Path(os.environ.get("COMMPRESS_FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
-
-
-def read_idx(path: Path) -> np.ndarray:
-    """An IDX file (gzip or not): unsigned bytes with big-endian dimensions."""
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    magic, = struct.unpack(">I", raw[:4])
-    ndim = magic & 0xFF
-    dims = struct.unpack(f">{ndim}I", raw[4 : 4 + 4 * ndim])
-    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(dims)
-
-
-def load(split: str) -> Tuple[torch.Tensor, torch.Tensor]:
-    prefix = "train" if split == "train" else "t10k"
-    for suffix in (".gz", ""):
-        images = DATA_DIR / f"{prefix}-images-idx3-ubyte{suffix}"
-        labels = DATA_DIR / f"{prefix}-labels-idx1-ubyte{suffix}"
-        if images.exists() and labels.exists():
-            x = torch.from_numpy(read_idx(images).reshape(-1, 784).astype(np.float32) / 255.0)
-            return x, torch.from_numpy(read_idx(labels).astype(np.int64))
-    raise SystemExit(f"Fashion-MNIST not found in {DATA_DIR}: apt-get install dataset-fashion-mnist")
-
-
-def make_model() -> torch.nn.Module:
-    torch.manual_seed(0)
+def make_model(args: argparse.Namespace) -> torch.nn.Module:
+    """--model mlp: 784-256-128-10; resnet: the CIFAR-style ResNet-18 at --width, with BatchNorm."""
+    torch.manual_seed(args.seed - 1)
+    if args.model == "resnet":
+        return resnet18(args.width)
     return torch.nn.Sequential(
         torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)
     )
+
+
+def load_split(split: str, args: argparse.Namespace) -> Tuple[torch.Tensor, torch.Tensor]:
+    return images(split) if args.model == "resnet" else load(split)
 
 
 # --codec NAME: every codec family, in a configuration a trainer would start from.
@@ -146,17 +127,22 @@ def train(rank: int, world: int, init_method: str, codec: Optional[str], args: a
     started = time.monotonic()
     dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world,
                             timeout=timedelta(seconds=args.timeout))
-    x, y = load("train")
+    x, y = load_split("train", args)
     if args.train_limit:
         x, y = x[: args.train_limit], y[: args.train_limit]
     report = bool(args.report_json)
-    tx, ty = load("test") if rank == 0 else (None, None)
-    model = DDP(make_model())
-    hook = CompressionHook(model, make_pipeline(codec, args.feedback), seed=1).register(model) if codec else None
-    # DGC keeps the momentum itself (momentum correction): the optimizer must not add its own.
-    momentum = 0.0 if codec and args.feedback == "dgc" else 0.9
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=momentum)
-    g = torch.Generator().manual_seed(42)
+    tx, ty = load_split("test", args) if rank == 0 else (None, None)
+    model = DDP(make_model(args))
+    hook = (CompressionHook(model, make_pipeline(codec, args.feedback), seed=args.seed, collective=args.collective)
+            .register(model) if codec else None)
+    if args.optimizer == "adam":
+        opt: torch.optim.Optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    else:
+        # DGC keeps the momentum itself (momentum correction): the optimizer must not add its own.
+        momentum = 0.0 if codec and args.feedback == "dgc" else 0.9
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=momentum)
+    g = torch.Generator().manual_seed(41 + args.seed)
+    augment_gen = torch.Generator().manual_seed(1000 * args.seed + rank)  # each rank its own crops and flips
     uncompressed_bytes = 0
     step_seconds: List[float] = []
     evals: List[Dict[str, float]] = []
@@ -166,8 +152,7 @@ def train(rank: int, world: int, init_method: str, codec: Optional[str], args: a
         nonlocal eval_seconds
         t0 = time.monotonic()
         n = args.eval_limit or len(tx)
-        with torch.no_grad():
-            accuracy = (model(tx[:n]).argmax(1) == ty[:n]).float().mean().item()
+        accuracy = test_accuracy(model.module, tx[:n], ty[:n])
         t1 = time.monotonic()
         evals.append({"epoch": epoch, "step": len(step_seconds), "seconds": t0 - start - eval_seconds,
                       "accuracy": accuracy})
@@ -181,7 +166,8 @@ def train(rank: int, world: int, init_method: str, codec: Optional[str], args: a
             idx = mine[i : i + args.batch]
             t0 = time.perf_counter()
             opt.zero_grad()
-            F.cross_entropy(model(x[idx]), y[idx]).backward()
+            batch = augment(x[idx], augment_gen) if args.model == "resnet" else x[idx]
+            F.cross_entropy(model(batch), y[idx]).backward()
             opt.step()
             step_seconds.append(time.perf_counter() - t0)
             # A ring fp32 all-reduce sends 2 (N-1)/N of the gradient's bytes per rank.
@@ -193,8 +179,7 @@ def train(rank: int, world: int, init_method: str, codec: Optional[str], args: a
     seconds = time.monotonic() - start - eval_seconds
     result: Optional[Dict[str, Any]] = None
     if rank == 0:
-        with torch.no_grad():
-            accuracy = (model(tx).argmax(1) == ty).float().mean().item()
+        accuracy = test_accuracy(model.module, tx, ty)
         sent = hook.totals.bytes_sent if hook else uncompressed_bytes
         result = {"accuracy": accuracy, "sent": sent, "uncompressed": uncompressed_bytes, "seconds": seconds}
         if report:
@@ -202,13 +187,14 @@ def train(rank: int, world: int, init_method: str, codec: Optional[str], args: a
             steps = len(step_seconds)
             result.update({
                 "codec": codec or "none", "feedback": args.feedback if codec else "none", "ranks": world,
+                "model": args.model, "seed": args.seed, "optimizer": args.optimizer, "collective": args.collective,
                 "epochs": args.epochs, "batch": args.batch, "lr": args.lr, "train_limit": args.train_limit,
                 "steps": steps, "warmup_steps": args.warmup_steps,
                 "step_seconds_median": statistics.median(timed), "step_seconds_mean": statistics.fmean(timed),
                 "step_seconds_min": min(timed), "step_seconds_max": max(timed),
                 "bytes_per_step": sent / steps if steps else 0.0,
                 "uncompressed_bytes_per_step": uncompressed_bytes / steps if steps else 0.0,
-                "payload_bits": payload_bits(codec) if codec else 32.0,
+                "payload_bits": payload_bits(codec, args) if codec else 32.0,
                 "buckets": len(hook.buckets) if hook else None,
                 "evals": evals, "eval_seconds": eval_seconds, "eval_images": args.eval_limit or len(tx),
                 "wall_seconds": time.monotonic() - started,
@@ -221,6 +207,16 @@ def train(rank: int, world: int, init_method: str, codec: Optional[str], args: a
     return result
 
 
+def test_accuracy(model: torch.nn.Module, tx: torch.Tensor, ty: torch.Tensor) -> float:
+    """In eval mode (BatchNorm's running statistics), 1000 images at a time. `model` is the module
+    DDP wraps: DDP's own forward would broadcast the buffers, a collective rank 0 runs alone."""
+    model.eval()
+    with torch.no_grad():
+        correct = sum(int((model(tx[i : i + 1000]).argmax(1) == ty[i : i + 1000]).sum()) for i in range(0, len(tx), 1000))
+    model.train()
+    return correct / len(tx)
+
+
 def worker(rank: int, world: int, port: int, codec: Optional[str], args: argparse.Namespace, q: "mp.Queue") -> None:
     q.put(train(rank, world, f"tcp://127.0.0.1:{port}", codec, args))
     q.close()
@@ -230,9 +226,9 @@ def worker(rank: int, world: int, port: int, codec: Optional[str], args: argpars
     os._exit(0)
 
 
-def payload_bits(codec: str) -> float:
+def payload_bits(codec: str, args: argparse.Namespace) -> float:
     """Bits per gradient element of one payload per parameter tensor, headers included."""
-    params = list(make_model().parameters())
+    params = list(make_model(args).parameters())
     c = CODECS[codec]()
     if isinstance(c, cp.powersgd):  # P and Q of each matrix view, no header
         total = sum(4 * c.message_floats(*matrix_shape(p)) for p in params)
@@ -272,8 +268,18 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=32, help="per rank")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--train-limit", type=int, default=0, help="use the first N training images (0: all)")
-    ap.add_argument("--codec", default="q4", help="comma-separated, of: " + ", ".join(CODECS))
+    ap.add_argument("--codec", default="q4", help="comma-separated, of: none, " + ", ".join(CODECS))
     ap.add_argument("--feedback", default="loco", choices=sorted(FEEDBACK))
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="skip the uncompressed run (it runs when --codec lists none)")
+    ap.add_argument("--model", choices=("mlp", "resnet"), default="mlp",
+                    help="resnet: ResNet-18 with BatchNorm at --width on 32 x 32 images, augmented")
+    ap.add_argument("--width", type=int, default=8, help="the ResNet's base width")
+    ap.add_argument("--seed", type=int, default=1, help="the model's initialisation, data order and hook stream")
+    ap.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd",
+                    help="sgd: momentum 0.9 (0 under dgc); adam: PyTorch's defaults but --lr")
+    ap.add_argument("--collective", choices=("auto", "all_gather", "all_reduce", "sharded"), default="auto",
+                    help="sharded: reduce-scatter with the worker error, all-gather with a server error")
     one = ap.add_argument_group("one rank per process (all four, or none)")
     one.add_argument("--rank", type=int, default=None, help="run this rank only; --codec: one name, or none")
     one.add_argument("--world-size", type=int, default=None)
@@ -306,25 +312,29 @@ def main() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
-    codecs = args.codec.split(",")
+    codecs = [c for c in args.codec.split(",") if c != "none"]
     for c in codecs:
         if c not in CODECS:
-            ap.error(f"--codec {c}: not one of {', '.join(CODECS)}")
-    plain = run(None, args)
-    reports = [plain]
+            ap.error(f"--codec {c}: not one of none, {', '.join(CODECS)}")
     mib = 1 << 20
-    print(f"DDP on {args.ranks} gloo processes, {args.epochs} epochs, batch {args.batch} per rank, SGD lr {args.lr}")
-    print(f"  {'uncompressed':28s}: accuracy {100 * plain['accuracy']:.2f}%  32.00 bits/element  "
-          f"sent {plain['sent'] / mib:8.1f} MiB per rank  ({plain['seconds']:.0f} s)")
+    print(f"DDP on {args.ranks} gloo processes, {args.model}, {args.epochs} epochs, batch {args.batch} per rank, "
+          f"{args.optimizer} lr {args.lr}, collective {args.collective}")
+    plain = None
+    reports = []
+    if not args.no_baseline or "none" in args.codec.split(","):
+        plain = run(None, args)
+        reports.append(plain)
+        print(f"  {'uncompressed':28s}: accuracy {100 * plain['accuracy']:.2f}%  32.00 bits/element  "
+              f"sent {plain['sent'] / mib:8.1f} MiB per rank  ({plain['seconds']:.0f} s)", flush=True)
     for c in codecs:
         r = run(c, args)
         reports.append(r)
         label = f"{c} + {args.feedback}"
+        versus = f", {100 * (r['accuracy'] - plain['accuracy']):+.2f} points" if plain else ""
         print(
-            f"  {label:28s}: accuracy {100 * r['accuracy']:.2f}%  {payload_bits(c):5.2f} bits/element  "
+            f"  {label:28s}: accuracy {100 * r['accuracy']:.2f}%  {payload_bits(c, args):5.2f} bits/element  "
             f"sent {r['sent'] / mib:8.1f} MiB per rank  ({r['seconds']:.0f} s)  -> "
-            f"{r['uncompressed'] / r['sent']:.1f}x fewer bytes, "
-            f"{100 * (r['accuracy'] - plain['accuracy']):+.2f} points",
+            f"{r['uncompressed'] / r['sent']:.1f}x fewer bytes{versus}",
             flush=True,
         )
     if args.report_json:
