@@ -261,7 +261,22 @@ def ddp_csv(report, csv_path):
 
 def read_csv(path):
     with open(path) as f:
-        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+        return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(f)]
+
+
+COMBINED = "runs.csv"
+
+
+def write_combined(res, out):
+    """Every row of every run in one CSV (a `run` column first): small enough to commit, and
+    --summarize-only rebuilds the tables and plots from it where the per-run CSVs are gone."""
+    cols = list(dict.fromkeys(k for rows in res.rows.values() for row in rows for k in row))
+    with open(out / COMBINED, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["run"] + cols)
+        for name, rows in res.rows.items():
+            for row in rows:
+                w.writerow([name] + [repr(row[c]) if c in row else "" for c in cols])
 
 
 def pct(x):
@@ -275,10 +290,16 @@ def mib(b):
 class Results:
     def __init__(self, runs, out):
         self.by_name, self.rows, self.runs_of = {}, {}, {}
+        combined = {}
+        if (out / COMBINED).exists():
+            with open(out / COMBINED) as f:
+                for row in csv.DictReader(f):
+                    name = row.pop("run")
+                    combined.setdefault(name, []).append({k: float(v) for k, v in row.items() if v != ""})
         for r in runs:
             p = out / f"{r.name}.csv"
-            if p.exists():
-                rows = read_csv(p)
+            if p.exists() or r.name in combined:
+                rows = read_csv(p) if p.exists() else combined[r.name]
                 if rows:
                     self.by_name[r.name] = r
                     self.rows[r.name] = rows
@@ -635,6 +656,8 @@ def main():
     wall = time.monotonic() - t_start
 
     res = Results(runs, out)
+    if not a.summarize_only:
+        write_combined(res, out)
     text = summary(res, a.quick)
     kinds = {r.kind for r in runs}
     parts = []

@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import commpress as cp
-from commpress.torch import CompressionHook, matrix_shape
+from commpress.torch import CompressionHook, OnebitAdam, matrix_shape
 from fashion_mnist import augment, images, load
 from resnet import resnet18
 
@@ -132,11 +132,19 @@ def train(rank: int, world: int, init_method: str, codec: Optional[str], args: a
         x, y = x[: args.train_limit], y[: args.train_limit]
     report = bool(args.report_json)
     tx, ty = load_split("test", args) if rank == 0 else (None, None)
-    model = DDP(make_model(args))
+    net = make_model(args)
+    onebit = args.optimizer == "onebit_adam"
+    # 1-bit Adam exchanges and updates in one: no DDP, no hook.
+    model = net if onebit else DDP(net)
     hook = (CompressionHook(model, make_pipeline(codec, args.feedback), seed=args.seed, collective=args.collective)
-            .register(model) if codec else None)
-    if args.optimizer == "adam":
-        opt: torch.optim.Optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+            .register(model) if codec and not onebit else None)
+    if onebit:
+        steps_per_epoch = len(x) // world // args.batch
+        cfg = cp.onebit_adam_config(lr=args.lr, freeze_step=max(1, round(args.freeze_fraction * args.epochs * steps_per_epoch)),
+                                    variance_floor=args.variance_floor)
+        opt: torch.optim.Optimizer = OnebitAdam(net.parameters(), cfg, make_pipeline(codec, args.feedback), seed=args.seed)
+    elif args.optimizer == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     else:
         # DGC keeps the momentum itself (momentum correction): the optimizer must not add its own.
         momentum = 0.0 if codec and args.feedback == "dgc" else 0.9
@@ -152,7 +160,7 @@ def train(rank: int, world: int, init_method: str, codec: Optional[str], args: a
         nonlocal eval_seconds
         t0 = time.monotonic()
         n = args.eval_limit or len(tx)
-        accuracy = test_accuracy(model.module, tx[:n], ty[:n])
+        accuracy = test_accuracy(net, tx[:n], ty[:n])
         t1 = time.monotonic()
         evals.append({"epoch": epoch, "step": len(step_seconds), "seconds": t0 - start - eval_seconds,
                       "accuracy": accuracy})
@@ -179,8 +187,8 @@ def train(rank: int, world: int, init_method: str, codec: Optional[str], args: a
     seconds = time.monotonic() - start - eval_seconds
     result: Optional[Dict[str, Any]] = None
     if rank == 0:
-        accuracy = test_accuracy(model.module, tx, ty)
-        sent = hook.totals.bytes_sent if hook else uncompressed_bytes
+        accuracy = test_accuracy(net, tx, ty)
+        sent = hook.totals.bytes_sent if hook else opt.bytes_sent if onebit else uncompressed_bytes
         result = {"accuracy": accuracy, "sent": sent, "uncompressed": uncompressed_bytes, "seconds": seconds}
         if report:
             timed = step_seconds[args.warmup_steps :] or step_seconds
@@ -276,8 +284,11 @@ def main() -> None:
                     help="resnet: ResNet-18 with BatchNorm at --width on 32 x 32 images, augmented")
     ap.add_argument("--width", type=int, default=8, help="the ResNet's base width")
     ap.add_argument("--seed", type=int, default=1, help="the model's initialisation, data order and hook stream")
-    ap.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd",
-                    help="sgd: momentum 0.9 (0 under dgc); adam: PyTorch's defaults but --lr")
+    ap.add_argument("--optimizer", choices=("sgd", "adam", "onebit_adam"), default="sgd",
+                    help="sgd: momentum 0.9 (0 under dgc); adam: PyTorch's defaults but --lr; onebit_adam: "
+                         "commpress.torch.OnebitAdam with --codec and --feedback (sign and ef), no DDP")
+    ap.add_argument("--freeze-fraction", type=float, default=0.2, help="onebit_adam: share of the steps in warm-up")
+    ap.add_argument("--variance-floor", type=float, default=0.0, help="onebit_adam: the frozen variance's floor")
     ap.add_argument("--collective", choices=("auto", "all_gather", "all_reduce", "sharded"), default="auto",
                     help="sharded: reduce-scatter with the worker error, all-gather with a server error")
     one = ap.add_argument_group("one rank per process (all four, or none)")
@@ -313,6 +324,8 @@ def main() -> None:
         sys.stderr.flush()
         os._exit(0)
     codecs = [c for c in args.codec.split(",") if c != "none"]
+    if args.optimizer == "onebit_adam" and (not args.no_baseline or not codecs or len(codecs) < len(args.codec.split(","))):
+        ap.error("--optimizer onebit_adam compresses by itself: give it --no-baseline and a --codec (sign)")
     for c in codecs:
         if c not in CODECS:
             ap.error(f"--codec {c}: not one of none, {', '.join(CODECS)}")

@@ -9,7 +9,7 @@ import pytest
 
 import commpress as cp
 from dist_util import run_ranks
-from workers import onebit
+from workers import make_net, onebit, onebit_torch
 
 
 def test_warmup_is_adamw_on_the_rank_ordered_mean():
@@ -40,3 +40,18 @@ def test_compression_stage_sends_one_bit():
     assert warm == 64 + 4 * 300 and compressed == 64 + 4 + (300 + 7) // 8
     with pytest.raises(cp.Error):
         cp.onebit_adam(object(), cp.pipeline(cp.ef21(), cp.sign()), cp.onebit_adam_config(), 10)
+
+
+def test_torch_optimizer_agrees_across_ranks_and_resumes():
+    steps, freeze, save_at = 8, 3, 5
+    res = run_ranks(onebit_torch, 2, steps, freeze, save_at)
+    assert res[0]["params"] == res[1]["params"]
+    assert res[0]["compressing"]
+    # A run restored from the state_dict at step 5 ends with the same bits.
+    assert res[0]["resumed"] == res[0]["params"] and res[1]["resumed"] == res[1]["params"]
+    # Warm-up steps send fp32 gradients (N - 1 = 1 payload), compressed ones a sign payload.
+    n = sum(p.numel() for p in make_net().parameters())
+    warm, compressed = res[0]["sent"][0], res[0]["sent"][-1]
+    assert warm == 64 + 4 * n and compressed == 64 + 4 + (n + 7) // 8
+    assert res[0]["sent"][:freeze] == [warm] * freeze and res[0]["sent"][freeze:] == [compressed] * (steps - freeze)
+    assert res[0]["refused"]

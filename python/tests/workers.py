@@ -288,3 +288,50 @@ def powersgd_least_squares(rank: int, world: int, which: str, steps: int, r: int
         out["compressed"] = hook.totals.compressed
         out["state"] = hook.state_dict()
     return out
+
+
+# --- OnebitAdam, the torch optimizer over the C++ onebit_adam ----------------------------------
+
+
+def onebit_torch(rank: int, world: int, steps: int, freeze: int, save_at: int) -> Dict[str, Any]:
+    """OnebitAdam on make_net() with (rank, step)-seeded batches; at step `save_at` it saves
+    its state_dict, then a second model and optimizer restored from it replay the rest."""
+    from commpress.torch import OnebitAdam
+
+    def batch(step: int):
+        g = torch.Generator().manual_seed(1000 * step + rank)
+        return torch.randn(8, 20, generator=g), torch.randint(0, 10, (8,), generator=g)
+
+    def run(net, opt, first: int) -> List[int]:
+        sent = []
+        for s in range(first, steps):
+            x, y = batch(s)
+            opt.zero_grad()
+            F.cross_entropy(net(x), y).backward()
+            before = opt.bytes_sent
+            opt.step()
+            sent.append(opt.bytes_sent - before)
+            if s + 1 == save_at:
+                saved["net"] = {k: v.clone() for k, v in net.state_dict().items()}
+                saved["opt"] = opt.state_dict()
+        return sent
+
+    cfg = cp.onebit_adam_config(lr=0.01, freeze_step=freeze, variance_floor=1e-8)
+    saved: Dict[str, Any] = {}
+    net = make_net()
+    opt = OnebitAdam(net.parameters(), cfg, seed=3)
+    sent = run(net, opt, 0)
+    final = torch.cat([p.detach().reshape(-1) for p in net.parameters()]).numpy().tobytes()
+    net2 = make_net()
+    net2.load_state_dict(saved["net"])
+    opt2 = OnebitAdam(net2.parameters(), cfg, seed=3)
+    opt2.load_state_dict(saved["opt"])
+    run(net2, opt2, save_at)
+    resumed = torch.cat([p.detach().reshape(-1) for p in net2.parameters()]).numpy().tobytes()
+    refused = False
+    try:
+        OnebitAdam([torch.zeros(3, dtype=torch.float64, requires_grad=True)], cfg)
+    except cp.Error:
+        refused = True
+    return {"params": final, "resumed": resumed, "sent": sent, "compressing": opt.compressing,
+            "refused": refused}

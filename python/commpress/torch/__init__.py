@@ -7,6 +7,7 @@
   back), in one process or between stage processes.
 - :func:`reduce_scatter_compressed`, :func:`all_gather_shard_compressed`,
   :func:`sharded_all_reduce_compressed`: the sharded path over a process group.
+- :class:`OnebitAdam`: 1-bit Adam as a torch optimizer (the exchange and the update in one).
 - :class:`TorchCommunicator`: the C++ communicator concept over a process group, for
   ``commpress.onebit_adam``.
 """
@@ -21,12 +22,14 @@ from .sharded import (
     reduce_scatter_compressed,
     sharded_all_reduce_compressed,
 )
+from .onebit import OnebitAdam
 from .stage import StageBoundary
 
 __all__ = [
     "CollectiveStats",
     "CompressionHook",
     "LayerPolicy",
+    "OnebitAdam",
     "ShardedState",
     "StageBoundary",
     "StepStats",
