@@ -354,7 +354,13 @@ def main():
     ap.add_argument("--timeout", type=float, default=600, help="seconds one run may take")
     ap.add_argument("--python", default=None, help="the ranks' interpreter (default .venv/bin/python)")
     ap.add_argument("--out", default=None, help="results directory (default results/slow_link)")
+    ap.add_argument("--plot", nargs="+", default=None, metavar=("PNG", "CSV"),
+                    help="only draw PNG from the CSVs of earlier sweeps, then exit")
     a = ap.parse_args()
+    if a.plot:
+        if len(a.plot) < 2:
+            ap.error("--plot PNG CSV [CSV ...]")
+        return 0 if plot(a.plot[1:], a.plot[0]) else 1
     if not 2 <= a.ranks <= 4:
         ap.error("--ranks: 2 to 4")
     links = [Link(s) for s in (a.links or (QUICK_LINKS if a.quick else DEFAULT_LINKS)).split(",")]
@@ -438,6 +444,43 @@ def main():
     wall = time.monotonic() - t_start
     load_end = os.getloadavg()
     return summarize(a, links, codecs, skipped, reports, out, wall, load_start, load_end)
+
+
+def plot(csv_paths, png):
+    """Time per step against the link's rate, one line per codec and sweep (the CSVs this
+    script writes), the unshaped run as a dashed level. Returns False without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("slow_link: no matplotlib (Debian: python3-matplotlib): no plot", file=sys.stderr)
+        return False
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    colors = {}
+    for i, path in enumerate(csv_paths):
+        with open(path) as f:
+            rows = [r for r in csv.DictReader(f) if float(r["delay_ms"] or 0) == 0]
+        for key in dict.fromkeys((r["codec"], r["feedback"]) for r in rows):
+            label = Codec(f"{key[0]}:{key[1]}").label
+            color = colors.setdefault(key, f"C{len(colors)}")
+            pts = sorted((float(r["rate_gbit"]), float(r["step_ms"])) for r in rows
+                         if (r["codec"], r["feedback"]) == key and r["rate_gbit"])
+            ax.plot([x for x, _ in pts], [y for _, y in pts], "os^v"[i % 4] + "-", color=color, alpha=0.9 - 0.3 * i,
+                    label=f"{label}" + (f" (sweep {i + 1})" if len(csv_paths) > 1 else ""))
+            unshaped = [float(r["step_ms"]) for r in rows if (r["codec"], r["feedback"]) == key and not r["rate_gbit"]]
+            if unshaped:
+                ax.axhline(unshaped[0], color=color, ls="--", lw=0.8, alpha=0.9 - 0.3 * i)
+    ax.set_xscale("log")
+    ax.set_xlabel("link rate (Gbit/s); dashed: unshaped")
+    ax.set_ylabel("median time per step (ms)")
+    ax.set_title("DDP on an emulated link: time per step")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=80)
+    plt.close(fig)
+    return True
 
 
 def summarize(a, links, codecs, skipped, reports, out, wall, load_start, load_end):
@@ -564,6 +607,8 @@ def summarize(a, links, codecs, skipped, reports, out, wall, load_start, load_en
         print("break-even bandwidth:")
         print("\n".join(lines))
     print(f"csv: {csv_path}\njson: {out / 'slow_link.json'}")
+    if rows and plot([csv_path], out / "slow_link.png"):
+        print(f"plot: {out / 'slow_link.png'}")
     expected = (1 + len(ran)) * len(codecs)
     return 0 if len(rows) == expected else 1
 
