@@ -157,13 +157,13 @@ def rn_configs():
 DDP_SCRIPT = ROOT / "examples" / "torch" / "fashion_mnist_ddp.py"
 DDP_COMMON = ["--ranks", "4", "--model", "resnet", "--optimizer", "adam", "--lr", "0.001", "--batch", "32",
               "--eval-limit", "1000", "--no-baseline"]
-DDP_HEADLINE = {"ddp-fp32", "ddp-q4-loco", "ddp-q2-loco", "ddp-q2-ef"}
+DDP_HEADLINE = {"ddp-fp32", "ddp-q4-ef", "ddp-q4-loco", "ddp-q2-ef", "ddp-q2-loco", "ddp-onebit"}
 
 
-def ddp(name, label, codec, feedback="none", collective="auto", seed=1):
-    args = DDP_COMMON + ["--codec", codec, "--feedback", feedback, "--collective", collective]
+def ddp(name, label, codec, feedback="none", collective="auto", seed=1, extra=()):
+    args = DDP_COMMON + ["--codec", codec, "--feedback", feedback, "--collective", collective] + list(extra)
     r = Run(name if seed == 1 else f"{name}-s{seed}", "rn-ddp", "ddp", args, label,
-            dict(codec=codec, feedback=feedback, collective=collective), seed)
+            dict(codec=codec, feedback=feedback, collective=collective, extra=list(extra)), seed)
     r.config = name
     return r
 
@@ -176,6 +176,9 @@ def ddp_configs():
                  ddp(f"ddp-q{b}-loco", f"{b}-bit LoCo (beta 0.8, 8-bit error)", f"q{b}", "loco"),
                  ddp(f"ddp-q{b}-loco-sharded", f"{b}-bit LoCo, sharded (worker and server error)",
                      f"q{b}", "loco", "sharded")]
+    onebit = ["--optimizer", "onebit_adam", "--variance-floor", "1e-8"]
+    runs.append(ddp("ddp-onebit", "1-bit Adam (sign + EF, 20% warm-up, variance floor 1e-8)", "sign", "ef",
+                    extra=onebit))
     return runs
 
 
@@ -187,7 +190,8 @@ def resnet_runs():
                 **{k: v for k, v in r.meta.items() if k not in ("act", "grad", "feedback")})
              for s in RN_SEEDS[1:] for r in configs if r.config in RN_HEADLINE]
     ddps = ddp_configs()
-    ddps += [ddp(r.config, r.label, r.meta["codec"], r.meta["feedback"], r.meta["collective"], s)
+    ddps += [ddp(r.config, r.label, r.meta["codec"], r.meta["feedback"], r.meta["collective"], s,
+                 r.meta["extra"])
              for s in RN_SEEDS[1:] for r in ddps if r.config in DDP_HEADLINE]
     return configs + extra + ddps
 
