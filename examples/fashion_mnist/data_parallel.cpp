@@ -9,6 +9,11 @@
 // (commpress::onebit_adam, sign compression of the momentum with error feedback), Deep Gradient
 // Compression and PowerSGD:
 //
+// - `--optimizer onebit_adam --codec sign --feedback ef` is 1-bit Adam (Tang et al. 2021). Its
+//   compression stage all-gathers the compressed momenta (`--onebit-exchange gather`, the
+//   default, one error-feedback point) or runs DeepSpeed's compressed_allreduce
+//   (`--onebit-exchange sharded`: worker errors, all-to-all of the chunks, server errors on the
+//   averaged shards, all-gather), whose bytes per worker do not grow with --workers.
 // - `--feedback dgc --codec topk<p> --optimizer sgd` is DGC (Lin et al. 2018; docs/methods.md
 //   section 17): the momentum moves from the optimizer into the feedback (momentum correction),
 //   so the averaged payloads are applied by SGD without momentum; --momentum is DGC's. One top-k
@@ -28,7 +33,7 @@
 //                          powersgd<r>]
 //                 [--feedback none|ef|loco[:int8|:bf16|:f32]|dgc] [--beta 0.8] [--reset-every 1024]
 //                 [--optimizer adam|adamw|sgd|onebit_adam] [--momentum 0.9] [--clip-norm 0]
-//                 [--dgc-initial 0.25] [--freeze-fraction 0.2]
+//                 [--dgc-initial 0.25] [--freeze-fraction 0.2] [--onebit-exchange gather|sharded]
 //                 [--eps X] [--variance-floor 0] [--workers 4] [--batch-per-worker 32] [--lr 0.001]
 //                 [--weight-decay X]
 //                 [--epochs 3] [--seed 1] [--train-subset N] [--data-dir DIR]
@@ -36,8 +41,10 @@
 //
 // The per-epoch CSV has epoch,train_loss,test_acc,bytes_per_step,wall_s; bytes_per_step is the
 // payload one worker contributes to the all-gather per step (all stages); for PowerSGD, the
-// floats it puts into the all-reduces (P and Q, and the biases) times 4. --steps-csv writes the
-// loss curve: step,train_loss averaged over the workers and the last --log-every steps.
+// floats it puts into the all-reduces (P and Q, and the biases) times 4; for 1-bit Adam's sharded
+// exchange, the payloads it encodes (its chunks and its shard). 1-bit Adam also prints the bytes
+// a worker sends per step in each stage. --steps-csv writes the loss curve: step,train_loss
+// averaged over the workers and the last --log-every steps.
 
 #include <algorithm>
 #include <chrono>
@@ -96,8 +103,9 @@ struct options {
   float clip_norm = 0.0f;    ///< dgc: local gradient clipping threshold (0: off)
   float dgc_initial = 0.25f; ///< dgc: top-k density of the first warm-up epoch
   float freeze_fraction = 0.2f;
-  float eps = -1.0f;           ///< < 0: the optimizer's default
-  float variance_floor = 0.0f; ///< 1-bit Adam's floor on the frozen variance
+  std::string onebit_exchange = "gather"; ///< 1-bit Adam's compression-stage exchange
+  float eps = -1.0f;                      ///< < 0: the optimizer's default
+  float variance_floor = 0.0f;            ///< 1-bit Adam's floor on the frozen variance
   int workers = 4;
   std::size_t batch_per_worker = 32;
   float lr = 1e-3f;
@@ -117,13 +125,16 @@ void print_usage(std::ostream& os) {
         "                     [--feedback none|ef|loco[:int8|:bf16|:f32]|dgc] [--beta X]\n"
         "                     [--reset-every N] [--optimizer adam|adamw|sgd|onebit_adam]\n"
         "                     [--momentum X] [--clip-norm X] [--dgc-initial X]\n"
-        "                     [--freeze-fraction X] [--eps X] [--variance-floor X]\n"
+        "                     [--freeze-fraction X] [--onebit-exchange gather|sharded]\n"
+        "                     [--eps X] [--variance-floor X]\n"
         "                     [--workers N] [--batch-per-worker N]\n"
         "                     [--lr X] [--weight-decay X] [--epochs N] [--seed N]\n"
         "                     [--train-subset N] [--data-dir DIR] [--csv PATH]\n"
         "                     [--steps-csv PATH] [--log-every N]\n"
         "DGC: --feedback dgc --codec topk<p> --optimizer sgd (--momentum is DGC's; SGD wants a\n"
-        "larger --lr than Adam, e.g. 0.05). PowerSGD: --codec powersgd<r> --feedback none.\n";
+        "larger --lr than Adam, e.g. 0.05). PowerSGD: --codec powersgd<r> --feedback none.\n"
+        "1-bit Adam: --optimizer onebit_adam --codec sign --feedback ef; --onebit-exchange\n"
+        "sharded is DeepSpeed's two-error-point compressed_allreduce (default gather).\n";
 }
 
 options parse_args(int argc, char** argv) {
@@ -155,6 +166,8 @@ options parse_args(int argc, char** argv) {
       o.dgc_initial = ce::parse_float(flag, value);
     else if (flag == "--freeze-fraction")
       o.freeze_fraction = ce::parse_float(flag, value);
+    else if (flag == "--onebit-exchange")
+      o.onebit_exchange = value;
     else if (flag == "--eps")
       o.eps = ce::parse_float(flag, value);
     else if (flag == "--variance-floor")
@@ -193,6 +206,8 @@ options parse_args(int argc, char** argv) {
   // the averaged payloads must be applied by momentum-free SGD.
   if (o.feedback == "dgc" && o.optimizer != "sgd")
     throw std::invalid_argument("--feedback dgc runs with --optimizer sgd");
+  if (o.onebit_exchange != "gather" && o.onebit_exchange != "sharded")
+    throw std::invalid_argument("--onebit-exchange must be gather or sharded");
   return o;
 }
 
@@ -360,7 +375,9 @@ template <class Pipe> void run_fixed(const run_setup& su, const Pipe& pipe) {
       su, [&](std::size_t) { return pipe; }, false);
 }
 
-template <class Pipe> void run_onebit(const run_setup& su, const Pipe& pipe) {
+/// 1-bit Adam with the compression-stage exchange `Exchange` (commpress::gather_exchange or
+/// commpress::sharded_exchange), one optimizer per stage.
+template <class Exchange, class Pipe> void run_onebit(const run_setup& su, const Pipe& pipe) {
   const options& opt = *su.opt;
   cp::onebit_adam_config cfg{.lr = opt.lr, .variance_floor = opt.variance_floor};
   if (opt.weight_decay >= 0.0f)
@@ -370,16 +387,22 @@ template <class Pipe> void run_onebit(const run_setup& su, const Pipe& pipe) {
   // DeepSpeed's advice: 15-25% of the run as uncompressed warm-up.
   cfg.freeze_step = static_cast<std::uint64_t>(
       std::llround(double(opt.freeze_fraction) * double(su.steps_per_epoch * opt.epochs)));
-  std::printf("1-bit Adam: %llu warm-up steps of %zu\n",
-              static_cast<unsigned long long>(cfg.freeze_step), su.steps_per_epoch * opt.epochs);
-  using ex_t = cp::onebit_adam<cp::loopback_communicator, Pipe>;
+  std::printf("1-bit Adam: %llu warm-up steps of %zu, %s exchange\n",
+              static_cast<unsigned long long>(cfg.freeze_step), su.steps_per_epoch * opt.epochs,
+              opt.onebit_exchange.c_str());
+  using ex_t = cp::onebit_adam<cp::loopback_communicator, Pipe, Exchange>;
   using state_t = stage_exchange<ex_t, decltype(std::declval<const ex_t&>().make_state())>;
+  std::size_t warmup_wire = 0, compressed_wire = 0; // rank 0's, all stages
   cp::loopback_world world(opt.workers);
   world.run([&](cp::loopback_communicator& comm) {
     run_worker(
         su, comm,
         [&](cp::loopback_communicator& c, const ce::stage& st) {
-          ex_t ex(c, pipe, cfg, st.parameters().size());
+          ex_t ex(c, pipe, cfg, st.parameters().size(), Exchange{});
+          if (c.rank() == 0) {
+            warmup_wire += ex.warmup_wire_bytes();
+            compressed_wire += ex.compressed_wire_bytes();
+          }
           auto fb = ex.make_feedback_state();
           auto os = ex.make_state();
           return state_t{std::move(ex), std::move(fb), std::move(os)};
@@ -389,6 +412,8 @@ template <class Pipe> void run_onebit(const run_setup& su, const Pipe& pipe) {
         },
         no_epoch_hook);
   });
+  std::printf("1-bit Adam: bytes sent per step per worker: warm-up %zu, compression stage %zu\n",
+              warmup_wire, compressed_wire);
 }
 
 /// Instantiates the exchange for the configured feedback, then for the codec.
@@ -583,10 +608,14 @@ int run(const options& opt) {
     // DeepSpeed's compressor: sign with an RMS scale, error-compensated on the worker.
     if (opt.codec != "sign" || opt.feedback != "ef")
       throw std::invalid_argument("onebit_adam runs with --codec sign --feedback ef");
-    run_onebit(su, cp::pipeline<cp::ef, cp::sign>{
-                       cp::ef{}, cp::sign{.granularity = cp::sign_granularity::tensor,
-                                          .block = 0,
-                                          .scale = cp::sign_scale::rms}});
+    const cp::pipeline<cp::ef, cp::sign> pipe{cp::ef{},
+                                              cp::sign{.granularity = cp::sign_granularity::tensor,
+                                                       .block = 0,
+                                                       .scale = cp::sign_scale::rms}};
+    if (opt.onebit_exchange == "sharded")
+      run_onebit<cp::sharded_exchange>(su, pipe);
+    else
+      run_onebit<cp::gather_exchange>(su, pipe);
     return 0;
   }
   if (const std::optional<std::uint32_t> rank = parse_powersgd(opt.codec)) {
