@@ -142,7 +142,8 @@ def train(rank: int, world: int, init_method: str, codec: Optional[str], args: a
         steps_per_epoch = len(x) // world // args.batch
         cfg = cp.onebit_adam_config(lr=args.lr, freeze_step=max(1, round(args.freeze_fraction * args.epochs * steps_per_epoch)),
                                     variance_floor=args.variance_floor)
-        opt: torch.optim.Optimizer = OnebitAdam(net.parameters(), cfg, make_pipeline(codec, args.feedback), seed=args.seed)
+        opt: torch.optim.Optimizer = OnebitAdam(net.parameters(), cfg, make_pipeline(codec, args.feedback),
+                                                seed=args.seed, exchange=args.onebit_exchange)
     elif args.optimizer == "adam":
         opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     else:
@@ -196,6 +197,7 @@ def train(rank: int, world: int, init_method: str, codec: Optional[str], args: a
             result.update({
                 "codec": codec or "none", "feedback": args.feedback if codec else "none", "ranks": world,
                 "model": args.model, "seed": args.seed, "optimizer": args.optimizer, "collective": args.collective,
+                "onebit_exchange": args.onebit_exchange if onebit else None,
                 "epochs": args.epochs, "batch": args.batch, "lr": args.lr, "train_limit": args.train_limit,
                 "steps": steps, "warmup_steps": args.warmup_steps,
                 "step_seconds_median": statistics.median(timed), "step_seconds_mean": statistics.fmean(timed),
@@ -289,6 +291,8 @@ def main() -> None:
                          "commpress.torch.OnebitAdam with --codec and --feedback (sign and ef), no DDP")
     ap.add_argument("--freeze-fraction", type=float, default=0.2, help="onebit_adam: share of the steps in warm-up")
     ap.add_argument("--variance-floor", type=float, default=0.0, help="onebit_adam: the frozen variance's floor")
+    ap.add_argument("--onebit-exchange", choices=("gather", "sharded"), default="gather",
+                    help="onebit_adam: all-gather of the momenta, or DeepSpeed's worker + server error exchange")
     ap.add_argument("--collective", choices=("auto", "all_gather", "all_reduce", "sharded"), default="auto",
                     help="sharded: reduce-scatter with the worker error, all-gather with a server error")
     one = ap.add_argument_group("one rank per process (all four, or none)")

@@ -54,4 +54,23 @@ def test_torch_optimizer_agrees_across_ranks_and_resumes():
     warm, compressed = res[0]["sent"][0], res[0]["sent"][-1]
     assert warm == 64 + 4 * n and compressed == 64 + 4 + (n + 7) // 8
     assert res[0]["sent"][:freeze] == [warm] * freeze and res[0]["sent"][freeze:] == [compressed] * (steps - freeze)
-    assert res[0]["refused"]
+    assert res[0]["refused"] == [True] * 4
+
+
+def test_torch_optimizer_sharded_exchange():
+    """DeepSpeed's two-error exchange: all ranks agree, a restored run continues bit for bit,
+    and the compressed steps send about two payloads per rank instead of N - 1."""
+    steps, freeze, save_at, world = 7, 2, 4, 3
+    res = run_ranks(onebit_torch, world, steps, freeze, save_at, "sharded")
+    gathered = run_ranks(onebit_torch, world, steps, freeze, save_at, "gather")
+    assert res[0]["params"] == res[1]["params"] == res[2]["params"]
+    assert all(r["resumed"] == r["params"] for r in res)
+    assert res[0]["params"] != gathered[0]["params"]  # a second compression: other bits
+    assert res[0]["refused"] == [True] * 4
+    n = sum(p.numel() for p in make_net().parameters())
+    warm = res[0]["sent"][0]
+    assert warm == gathered[0]["sent"][0] == (world - 1) * (64 + 4 * n)
+    sharded, gather = res[0]["sent"][-1], gathered[0]["sent"][-1]
+    assert gather == (world - 1) * (64 + 4 + (n + 7) // 8)
+    # (N - 1) worker chunks and (N - 1) copies of the shard, each about n / N signs plus a header
+    assert sharded < 2 * (64 + 4 + (n + 7) // 8) and sharded < gather

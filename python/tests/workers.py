@@ -293,7 +293,7 @@ def powersgd_least_squares(rank: int, world: int, which: str, steps: int, r: int
 # --- OnebitAdam, the torch optimizer over the C++ onebit_adam ----------------------------------
 
 
-def onebit_torch(rank: int, world: int, steps: int, freeze: int, save_at: int) -> Dict[str, Any]:
+def onebit_torch(rank: int, world: int, steps: int, freeze: int, save_at: int, exchange: str = "gather") -> Dict[str, Any]:
     """OnebitAdam on make_net() with (rank, step)-seeded batches; at step `save_at` it saves
     its state_dict, then a second model and optimizer restored from it replay the rest."""
     from commpress.torch import OnebitAdam
@@ -319,19 +319,24 @@ def onebit_torch(rank: int, world: int, steps: int, freeze: int, save_at: int) -
     cfg = cp.onebit_adam_config(lr=0.01, freeze_step=freeze, variance_floor=1e-8)
     saved: Dict[str, Any] = {}
     net = make_net()
-    opt = OnebitAdam(net.parameters(), cfg, seed=3)
+    opt = OnebitAdam(net.parameters(), cfg, seed=3, exchange=exchange)
     sent = run(net, opt, 0)
     final = torch.cat([p.detach().reshape(-1) for p in net.parameters()]).numpy().tobytes()
     net2 = make_net()
     net2.load_state_dict(saved["net"])
-    opt2 = OnebitAdam(net2.parameters(), cfg, seed=3)
+    opt2 = OnebitAdam(net2.parameters(), cfg, seed=3, exchange=exchange)
     opt2.load_state_dict(saved["opt"])
     run(net2, opt2, save_at)
     resumed = torch.cat([p.detach().reshape(-1) for p in net2.parameters()]).numpy().tobytes()
-    refused = False
-    try:
-        OnebitAdam([torch.zeros(3, dtype=torch.float64, requires_grad=True)], cfg)
-    except cp.Error:
-        refused = True
+    refused = []
+    for bad in (lambda: OnebitAdam([torch.zeros(3, dtype=torch.float64, requires_grad=True)], cfg),
+                lambda: OnebitAdam(make_net().parameters(), cfg, exchange="ring"),
+                lambda: opt2.load_state_dict(dict(saved["opt"], exchange="other")),
+                lambda: opt2.load_state_dict(dict(saved["opt"], error=saved["opt"]["error"][:1]))):
+        try:
+            bad()
+            refused.append(False)
+        except (cp.Error, TypeError):
+            refused.append(True)
     return {"params": final, "resumed": resumed, "sent": sent, "compressing": opt.compressing,
             "refused": refused}

@@ -32,6 +32,9 @@ class OnebitAdam(torch.optim.Optimizer):
         pipe: the momentum's pipeline (feedback none or ef; default ef + sign with RMS scale).
         group: the process group (default: the world).
         seed: the random stream of the encodes (stochastic codecs).
+        exchange: ``"gather"`` (all-gather of the compressed momenta: one error point, N - 1
+            payloads per rank and step) or ``"sharded"`` (DeepSpeed's compressed_allreduce: a
+            worker error per chunk and a server error, about two payloads per rank whatever N).
     """
 
     def __init__(
@@ -42,6 +45,7 @@ class OnebitAdam(torch.optim.Optimizer):
         *,
         group: Optional[dist.ProcessGroup] = None,
         seed: int = 0,
+        exchange: str = "gather",
     ) -> None:
         super().__init__(params, {})
         self._params = [p for g in self.param_groups for p in g["params"]]
@@ -53,23 +57,26 @@ class OnebitAdam(torch.optim.Optimizer):
         self.config = config
         self.seed = int(seed)
         self._comm = TorchCommunicator(group)
-        self._world = self._comm.size()
-        self._opt = _cp.onebit_adam(self._comm, self.pipe, config, n)
+        self.exchange = exchange
+        self._opt = _cp.onebit_adam(self._comm, self.pipe, config, n, exchange)
         self._moments = self._opt.make_state()
         self._error = self._opt.make_feedback_state()
         self._flat_params = np.empty(n, np.float32)
         self._flat_grads = np.empty(n, np.float32)
         self.steps = 0  #: steps taken
-        self.bytes_sent = 0  #: bytes this rank sent: N - 1 payloads per all-gather
+        self.bytes_sent = 0  #: bytes this rank sent in the exchanges
 
     def state_dict(self) -> dict:  # type: ignore[override]
-        """This rank's moments and worker error (C++ save() blobs) and the step count."""
-        return {"steps": self.steps, "bytes_sent": self.bytes_sent, "moments": self._moments.save(),
-                "error": self._error.save()}
+        """This rank's moments and errors (C++ save() blobs) and the step count."""
+        return {"steps": self.steps, "bytes_sent": self.bytes_sent, "exchange": self.exchange,
+                "moments": self._moments.save(), "error": self._error.save()}
 
     def load_state_dict(self, state: dict) -> None:  # type: ignore[override]
         """Restores state_dict(); a blob of another size or kind raises commpress.Error and
         leaves the optimizer as it was."""
+        if state.get("exchange", "gather") != self.exchange:
+            raise error(errc.invalid_argument,
+                        f"onebit_adam: the checkpoint is of the {state.get('exchange')} exchange, not {self.exchange}")
         moments, err = self._opt.make_state(), self._opt.make_feedback_state()
         moments.load(state["moments"])
         err.load(state["error"])
@@ -101,5 +108,5 @@ class OnebitAdam(torch.optim.Optimizer):
             p.copy_(torch.from_numpy(self._flat_params[off : off + k]).view_as(p))
             off += k
         self.steps += 1
-        self.bytes_sent += (self._world - 1) * int(r.payload_bytes)
+        self.bytes_sent += int(r.wire_bytes)
         return loss
