@@ -157,7 +157,8 @@ def rn_configs():
 DDP_SCRIPT = ROOT / "examples" / "torch" / "fashion_mnist_ddp.py"
 DDP_COMMON = ["--ranks", "4", "--model", "resnet", "--optimizer", "adam", "--lr", "0.001", "--batch", "32",
               "--eval-limit", "1000", "--no-baseline"]
-DDP_HEADLINE = {"ddp-fp32", "ddp-q4-ef", "ddp-q4-loco", "ddp-q2-ef", "ddp-q2-loco", "ddp-onebit"}
+DDP_HEADLINE = {"ddp-fp32", "ddp-q4-ef", "ddp-q4-loco", "ddp-q2-ef", "ddp-q2-loco", "ddp-onebit",
+                "ddp-onebit-sharded"}
 
 
 def ddp(name, label, codec, feedback="none", collective="auto", seed=1, extra=()):
@@ -179,6 +180,8 @@ def ddp_configs():
     onebit = ["--optimizer", "onebit_adam", "--variance-floor", "1e-8"]
     runs.append(ddp("ddp-onebit", "1-bit Adam (sign + EF, 20% warm-up, variance floor 1e-8)", "sign", "ef",
                     extra=onebit))
+    runs.append(ddp("ddp-onebit-sharded", "1-bit Adam, DeepSpeed's exchange (worker and server error)", "sign",
+                    "ef", extra=onebit + ["--onebit-exchange", "sharded"]))
     return runs
 
 
