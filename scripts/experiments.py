@@ -138,16 +138,21 @@ def rn_configs():
                 act = "fp32" if a == 32 else f"q{a}{scope}"
                 grad = "fp32" if g == 32 else f"q{g}{scope}"
                 runs.append(rn(f"rn-{tag}-a{a}-g{g}", f"rn-{tag}", act, grad, act_bits=a, grad_bits=g))
+    def name(c):
+        return f"TopK {c[4:]}%" if c.startswith("topk") else f"{c[1:]}-bit"
+
     for k in TOPK:
-        runs.append(rn(f"rn-topk{k}", "rn-topk", f"topk{k}", f"topk{k}", percent=k))
+        runs.append(rn(f"rn-topk{k}", "rn-topk", f"topk{k}", f"topk{k}", label=f"TopK {k}%", percent=k))
     for fb in ("ef", "ef21"):
         for c in ("topk10", "q2", "q4"):
-            runs.append(rn(f"rn-{fb}-{c}", "rn-ef", c, c, fb))
+            runs.append(rn(f"rn-{fb}-{c}", "rn-ef", c, c, fb, label=f"{fb.upper()} + {name(c)}"))
     for c in ("topk10", "topk30", "topk50", "q2", "q4"):
-        runs.append(rn(f"rn-aqsgd-{c}", "rn-aqsgd", c, c, "aq_sgd", storage="f32"))
+        runs.append(rn(f"rn-aqsgd-{c}", "rn-aqsgd", c, c, "aq_sgd", label=f"{name(c)}, f32 buffers",
+                       storage="f32"))
     for st in ("bf16", "int8", "int4"):
         for c in ("topk30", "q4"):
-            runs.append(rn(f"rn-aqsgd-{c}-{st}", "rn-aqsgd", c, c, f"aq_sgd:{st}", storage=st))
+            runs.append(rn(f"rn-aqsgd-{c}-{st}", "rn-aqsgd", c, c, f"aq_sgd:{st}",
+                           label=f"{name(c)}, {st} buffers", storage=st))
     return runs
 
 
@@ -189,7 +194,7 @@ def resnet_runs():
     """Every configuration under seed 1 (the headline ones first), then the headline ones under
     the other seeds."""
     configs = sorted(rn_configs(), key=lambda r: r.config not in RN_HEADLINE)
-    extra = [rn(r.config, r.group, r.meta["act"], r.meta["grad"], r.meta["feedback"], seed=s,
+    extra = [rn(r.config, r.group, r.meta["act"], r.meta["grad"], r.meta["feedback"], r.label, seed=s,
                 **{k: v for k, v in r.meta.items() if k not in ("act", "grad", "feedback")})
              for s in RN_SEEDS[1:] for r in configs if r.config in RN_HEADLINE]
     ddps = ddp_configs()
@@ -355,10 +360,19 @@ RN_HEAD = ("| run | test acc, compressed inference (%) | test acc, uncompressed 
            "final train loss | KiB/step | vs fp32 |\n|---|---|---|---|---|---|")
 
 
+def last_epoch_bytes(res, config):
+    """Payload bytes per step of the last epoch (the CSV's column is the running mean): AQ-SGD's
+    first epoch sends fp32 activations while its buffers fill."""
+    rows = res.rows[res.runs_of[config][0]]
+    if len(rows) < 2:
+        return rows[-1]["bytes_per_step"]
+    e = rows[-1]["epoch"]
+    return e * rows[-1]["bytes_per_step"] - (e - 1) * rows[-2]["bytes_per_step"]
+
+
 def rn_row(res, config, label=None, extra=""):
-    base = res.finals("rn-q-a32-g32", "bytes_per_step")
-    sent = res.finals(config, "bytes_per_step")
-    ratio = f"{base[0] / sent[0]:.1f}x" if base else "-"
+    sent = [last_epoch_bytes(res, config)]
+    ratio = f"{last_epoch_bytes(res, 'rn-q-a32-g32') / sent[0]:.1f}x" if res.runs_of.get("rn-q-a32-g32") else "-"
     return (f"| {label or res.by_name[res.runs_of[config][0]].label} | "
             f"{spread(res.finals(config, 'test_acc_compressed'))} | "
             f"{spread(res.finals(config, 'test_acc_uncompressed'))} | "
