@@ -501,84 +501,68 @@ def plots(res, out, img_dir):
         plt.close(fig)
         written.append(p)
 
+    def acc(config, col="test_acc_compressed"):
+        """Percent, the mean over the configuration's seeds."""
+        v = res.finals(config, col)
+        return 100 * statistics.fmean(v) if v else float("nan")
+
+    def decorate(ax, xlabel, ylabel, title):
+        ax.set_xlabel(xlabel)
+        if ylabel:
+            ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+
+    def bits_lines(ax, cfg, title):
+        """Accuracy against the bits of one direction (the other fp32) and of both."""
+        xs = list(range(len(BITS)))
+        ax.plot(xs, [acc(cfg(b, 32)) for b in BITS], "o-", label="activations quantized (gradients fp32)")
+        ax.plot(xs, [acc(cfg(32, b)) for b in BITS], "s-", label="gradients quantized (activations fp32)")
+        ax.plot(xs, [acc(cfg(b, b)) for b in BITS], "^--", label="both")
+        ax.set_xticks(xs, [str(b) for b in BITS])
+        decorate(ax, "bits per element at every boundary", None, title)
+
+    def topk_lines(ax, prefix, title):
+        """Accuracy against the TopK level, with AQ-SGD and EF / EF21 at the levels they ran."""
+        ks = [k for k in TOPK if res.runs_of.get(f"{prefix}-topk{k}")]
+        ax.plot(ks, [acc(f"{prefix}-topk{k}") for k in ks], "o-", label="TopK, compressed inference")
+        ax.plot(ks, [acc(f"{prefix}-topk{k}", "test_acc_uncompressed") for k in ks], "o:",
+                label="TopK, uncompressed inference")
+        aq = [k for k in (10, 30, 50) if res.runs_of.get(f"{prefix}-aqsgd-topk{k}")]
+        if aq:
+            ax.plot(aq, [acc(f"{prefix}-aqsgd-topk{k}") for k in aq], "s-", label="AQ-SGD + TopK")
+        for fb, mark in (("ef", "v"), ("ef21", "D")):
+            if res.runs_of.get(f"{prefix}-{fb}-topk10"):
+                ax.plot([10], [acc(f"{prefix}-{fb}-topk10")], mark, label=f"{fb.upper()} + TopK 10%")
+        if res.runs_of.get(f"{prefix}-q-a32-g32"):
+            ax.axhline(acc(f"{prefix}-q-a32-g32"), color="gray", ls="--", label="uncompressed training")
+        decorate(ax, "share of each sample kept (%)", "test accuracy (%)", title)
+        ax.legend(fontsize=7)
+
     if all(res.has(f"mp-q-a{b}-g32") and res.has(f"mp-q-a32-g{b}") for b in BITS):
         fig, ax = plt.subplots(figsize=(5.5, 3.6))
-        xs = list(range(len(BITS)))
-        ax.plot(xs, [100 * res.final(f"mp-q-a{b}-g32")["test_acc_compressed"] for b in BITS],
-                "o-", label="activations quantized (gradients fp32)")
-        ax.plot(xs, [100 * res.final(f"mp-q-a32-g{b}")["test_acc_compressed"] for b in BITS],
-                "s-", label="gradients quantized (activations fp32)")
-        ax.plot(xs, [100 * res.final(f"mp-q-a{b}-g{b}")["test_acc_compressed"] for b in BITS],
-                "^--", label="both")
-        ax.set_xticks(xs, [str(b) for b in BITS])
-        ax.set_xlabel("bits per element at every boundary")
+        bits_lines(ax, lambda a, g: f"mp-q-a{a}-g{g}", "Model parallel: accuracy vs bits")
         ax.set_ylabel("test accuracy (%)")
-        ax.set_title("Model parallel: accuracy vs bits")
-        ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         save(fig, "mp_accuracy_vs_bits.png")
 
-    ks = [k for k in TOPK if res.has(f"mp-topk{k}")]
-    if ks:
+    if any(res.has(f"mp-topk{k}") for k in TOPK):
         fig, ax = plt.subplots(figsize=(5.5, 3.6))
-        ax.plot(ks, [100 * res.final(f"mp-topk{k}")["test_acc_compressed"] for k in ks], "o-",
-                label="TopK, compressed inference")
-        ax.plot(ks, [100 * res.final(f"mp-topk{k}")["test_acc_uncompressed"] for k in ks], "o:",
-                label="TopK, uncompressed inference")
-        aq = [k for k in (10, 30, 50) if res.has(f"mp-aqsgd-topk{k}")]
-        if aq:
-            ax.plot(aq, [100 * res.final(f"mp-aqsgd-topk{k}")["test_acc_compressed"] for k in aq],
-                    "s-", label="AQ-SGD + TopK, compressed inference")
-        if res.has("mp-q-a32-g32"):
-            ax.axhline(100 * res.final("mp-q-a32-g32")["test_acc_compressed"], color="gray",
-                       ls="--", label="uncompressed training")
-        ax.set_xlabel("share of each sample kept (%)")
-        ax.set_ylabel("test accuracy (%)")
-        ax.set_title("Model parallel: accuracy vs TopK")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        topk_lines(ax, "mp", "Model parallel: accuracy vs TopK")
         save(fig, "mp_accuracy_vs_topk.png")
-
-    def mean_acc(config):
-        v = res.finals(config, "test_acc_compressed")
-        return 100 * statistics.fmean(v) if v else float("nan")
 
     if res.runs_of.get("rn-q-a32-g32") and all(res.runs_of.get(f"rn-q-a{b}-g32") for b in BITS[:-1]):
         fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
-        xs = list(range(len(BITS)))
         for ax, (tag, title) in zip(axes, (("q", "per-tensor min-max"), ("qc", "per sample and channel"))):
-            def cfg(a, g):
-                return "rn-q-a32-g32" if a == g == 32 else f"rn-{tag}-a{a}-g{g}"
-            ax.plot(xs, [mean_acc(cfg(b, 32)) for b in BITS], "o-", label="activations quantized")
-            ax.plot(xs, [mean_acc(cfg(32, b)) for b in BITS], "s-", label="gradients quantized")
-            ax.plot(xs, [mean_acc(cfg(b, b)) for b in BITS], "^--", label="both")
-            ax.set_xticks(xs, [str(b) for b in BITS])
-            ax.set_xlabel("bits per element at every boundary")
-            ax.set_title(f"ResNet-18/8, {title}", fontsize=9)
-            ax.grid(alpha=0.3)
+            bits_lines(ax, lambda a, g, tag=tag: "rn-q-a32-g32" if a == g == 32 else f"rn-{tag}-a{a}-g{g}",
+                       f"ResNet-18/8, {title}")
         axes[0].set_ylabel("test accuracy (%), compressed inference")
-        axes[0].legend(fontsize=8)
+        axes[0].legend(fontsize=7)
         save(fig, "rn_accuracy_vs_bits.png")
 
-    rks = [k for k in TOPK if res.runs_of.get(f"rn-topk{k}")]
-    if rks:
+    if any(res.runs_of.get(f"rn-topk{k}") for k in TOPK):
         fig, ax = plt.subplots(figsize=(5.5, 3.6))
-        ax.plot(rks, [mean_acc(f"rn-topk{k}") for k in rks], "o-", label="TopK, compressed inference")
-        ax.plot(rks, [100 * statistics.fmean(res.finals(f"rn-topk{k}", "test_acc_uncompressed")) for k in rks],
-                "o:", label="TopK, uncompressed inference")
-        aq = [k for k in (10, 30, 50) if res.runs_of.get(f"rn-aqsgd-topk{k}")]
-        if aq:
-            ax.plot(aq, [mean_acc(f"rn-aqsgd-topk{k}") for k in aq], "s-", label="AQ-SGD + TopK")
-        for fb, mark in (("ef", "v"), ("ef21", "D")):
-            if res.runs_of.get(f"rn-{fb}-topk10"):
-                ax.plot([10], [mean_acc(f"rn-{fb}-topk10")], mark, label=f"{fb.upper()} + TopK 10%")
-        if res.runs_of.get("rn-q-a32-g32"):
-            ax.axhline(mean_acc("rn-q-a32-g32"), color="gray", ls="--", label="uncompressed training")
-        ax.set_xlabel("share of each sample kept (%)")
-        ax.set_ylabel("test accuracy (%)")
-        ax.set_title("ResNet-18/8 model parallel: accuracy vs TopK")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        topk_lines(ax, "rn", "ResNet-18/8 model parallel: accuracy vs TopK")
         save(fig, "rn_accuracy_vs_topk.png")
 
     dps = [n for n, r in res.by_name.items() if r.kind == "dp" and (out / f"{n}.steps.csv").exists()]
