@@ -8,18 +8,27 @@ model_parallel, data parallel (LoCo, Xie et al., section 7) with data_parallel. 
 a per-epoch CSV under --out; the driver then writes summary.md (markdown tables) and PNG plots
 (python3-matplotlib; skipped with a note if it is missing) and prints the summary.
 
-  scripts/experiments.py                 # the full sweep (about 25 min on 2 cores)
-  scripts/experiments.py --quick         # the demo: a handful of configurations, 2 epochs
-  scripts/experiments.py --only topk     # one group of the full sweep
+With --resnet the same grid runs on a ResNet-18 with BatchNorm in PyTorch
+(examples/torch/fashion_mnist_pipeline.py, StageBoundary at 3 stage cuts), and LoCo and 1-bit
+Adam run on it through the DDP hook on 4 gloo processes (examples/torch/fashion_mnist_ddp.py).
 
-Seeds are fixed (--seed, default 1): the same command gives the same numbers on the same kind of
-machine (the examples are built with -march=native, see examples/CMakeLists.txt).
+  scripts/experiments.py                 # the MLP sweep
+  scripts/experiments.py --resnet        # the ResNet sweep (docs/results.md has its wall time)
+  scripts/experiments.py --quick         # the demo: a handful of configurations of both
+  scripts/experiments.py --only topk     # one group of a sweep
+
+Seeds are fixed: --seed (default 1) for the MLP runs; the ResNet runs use seeds 1 to 3 (every
+configuration under seed 1, the headline ones under all three). The same command gives the same
+numbers on the same kind of machine (the C++ examples are built with -march=native, see
+examples/CMakeLists.txt). Every run's rows also land in <out>/runs.csv, which --summarize-only
+reads where the per-run CSVs are gone (docs/data/resnet_runs.csv is the ResNet sweep's).
 """
 
 import argparse
 import concurrent.futures
 import csv
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -52,12 +61,12 @@ def dpq(bits):
 
 
 class Run:
-    def __init__(self, name, group, kind, args, label=None, meta=None, seed=None):
+    def __init__(self, name, group, kind, args, label=None, meta=None, seed=None, config=None):
         self.name, self.group, self.kind, self.args = name, group, kind, args
         self.label = label or name
         self.meta = meta or {}
         self.seed = seed  # None: the driver's --seed
-        self.config = name  # runs of one configuration under several seeds share it
+        self.config = config or name  # runs of one configuration under several seeds share it
 
 
 def mp(name, group, fwd, bwd, feedback="none", label=None, **meta):
@@ -105,10 +114,10 @@ def full_runs():
     return runs + dp_runs()
 
 
-# ResNet-18 at width 8 with BatchNorm, 4 stages (examples/torch/fashion_mnist_pipeline.py): 3
-# epochs on the first 12800 training images keep each run near a minute on one core, so the 97
-# runs of the sweep take about an hour with 2 in parallel (docs/results.md). The configurations
-# behind the papers' headline claims run under 3 seeds, the rest of the grid under seed 1.
+# ResNet-18 at width 8 with BatchNorm, 4 stages (examples/torch/fashion_mnist_pipeline.py), 3
+# epochs on the first 12800 training images (300 steps of 128), a budget chosen so the whole
+# sweep fits a 2-core machine (docs/results.md). The configurations behind the papers' headline
+# claims run under 3 seeds, the rest of the grid under seed 1.
 RN_EPOCHS = 3
 RN_SUBSET = 12800
 RN_SEEDS = (1, 2, 3)
@@ -123,9 +132,7 @@ RN_HEADLINE = {"rn-q-a32-g32", "rn-q-a2-g8", "rn-qc-a2-g8", "rn-q-a4-g32", "rn-q
 def rn(name, group, act, grad, feedback="none", label=None, seed=1, **meta):
     args = ["--act", act, "--grad", grad, "--feedback", feedback]
     meta.update(act=act, grad=grad, feedback=feedback)
-    r = Run(name if seed == 1 else f"{name}-s{seed}", group, "rn", args, label, meta, seed)
-    r.config = name
-    return r
+    return Run(name if seed == 1 else f"{name}-s{seed}", group, "rn", args, label, meta, seed, name)
 
 
 def rn_configs():
@@ -168,10 +175,8 @@ DDP_HEADLINE = {"ddp-fp32", "ddp-q4-ef", "ddp-q4-loco", "ddp-q2-ef", "ddp-q2-loc
 
 def ddp(name, label, codec, feedback="none", collective="auto", seed=1, extra=()):
     args = DDP_COMMON + ["--codec", codec, "--feedback", feedback, "--collective", collective] + list(extra)
-    r = Run(name if seed == 1 else f"{name}-s{seed}", "rn-ddp", "ddp", args, label,
-            dict(codec=codec, feedback=feedback, collective=collective, extra=list(extra)), seed)
-    r.config = name
-    return r
+    return Run(name if seed == 1 else f"{name}-s{seed}", "rn-ddp", "ddp", args, label,
+               dict(codec=codec, feedback=feedback, collective=collective, extra=list(extra)), seed, name)
 
 
 def ddp_configs():
@@ -240,18 +245,17 @@ def execute(run, bins, out, budget, seed):
     csv_path = out / f"{run.name}.csv"
     log_path = out / f"{run.name}.log"
     epochs, subset = budget[run.kind]
-    cmd = bins[run.kind] + run.args + ["--epochs", str(epochs),
-                                       "--seed", str(run.seed or seed), "--csv", str(csv_path)]
-    if subset or run.kind == "rn":
-        cmd += ["--train-subset", str(subset)]
+    cmd = bins[run.kind] + run.args + ["--epochs", str(epochs), "--seed", str(run.seed or seed)]
+    if run.kind == "ddp":  # a JSON report, turned into the common CSV below
+        cmd += ["--train-limit", str(subset), "--report-json", str(out / f"{run.name}.json")]
+    else:
+        cmd += ["--csv", str(csv_path)]
+        if subset or run.kind == "rn":
+            cmd += ["--train-subset", str(subset)]
     if run.kind == "dp":
         cmd += ["--steps-csv", str(out / f"{run.name}.steps.csv")]
     if run.kind == "rn":
         cmd += ["--eval", "last"]
-    if run.kind == "ddp":
-        cmd = bins["ddp"] + run.args + ["--epochs", str(epochs), "--seed", str(run.seed or seed),
-                                        "--train-limit", str(subset),
-                                        "--report-json", str(out / f"{run.name}.json")]
     t0 = time.monotonic()
     with open(log_path, "w") as log:
         log.write(" ".join(cmd) + "\n")
@@ -279,14 +283,28 @@ def read_csv(path):
 COMBINED = "runs.csv"
 
 
+def read_combined(out):
+    """run name -> rows of <out>/runs.csv (empty when there is none)."""
+    combined = {}
+    if (out / COMBINED).exists():
+        with open(out / COMBINED) as f:
+            for row in csv.DictReader(f):
+                name = row.pop("run")
+                combined.setdefault(name, []).append({k: float(v) for k, v in row.items() if v != ""})
+    return combined
+
+
 def write_combined(res, out):
     """Every row of every run in one CSV (a `run` column first): small enough to commit, and
-    --summarize-only rebuilds the tables and plots from it where the per-run CSVs are gone."""
-    cols = list(dict.fromkeys(k for rows in res.rows.values() for row in rows for k in row))
+    --summarize-only rebuilds the tables and plots from it where the per-run CSVs are gone. The
+    runs of this call replace their earlier rows; other runs' rows stay."""
+    rows_of = read_combined(out)
+    rows_of.update(res.rows)
+    cols = list(dict.fromkeys(k for rows in rows_of.values() for row in rows for k in row))
     with open(out / COMBINED, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["run"] + cols)
-        for name, rows in res.rows.items():
+        for name, rows in rows_of.items():
             for row in rows:
                 w.writerow([name] + [repr(row[c]) if c in row else "" for c in cols])
 
@@ -302,12 +320,7 @@ def mib(b):
 class Results:
     def __init__(self, runs, out):
         self.by_name, self.rows, self.runs_of = {}, {}, {}
-        combined = {}
-        if (out / COMBINED).exists():
-            with open(out / COMBINED) as f:
-                for row in csv.DictReader(f):
-                    name = row.pop("run")
-                    combined.setdefault(name, []).append({k: float(v) for k, v in row.items() if v != ""})
+        combined = read_combined(out)
         for r in runs:
             p = out / f"{r.name}.csv"
             if p.exists() or r.name in combined:
@@ -318,8 +331,12 @@ class Results:
                     self.runs_of.setdefault(r.config, []).append(r.name)
 
     def finals(self, config, col):
-        """The last row's `col` of every seed of a configuration."""
-        return [self.final(n)[col] for n in self.runs_of.get(config, [])]
+        """The last row's `col` of every seed of a configuration; accuracies of a run whose loss
+        went non-finite read nan (diverged)."""
+        def value(row):
+            diverged = col.startswith("test_acc") and not math.isfinite(row.get("train_loss", 0.0))
+            return math.nan if diverged else row[col]
+        return [value(self.final(n)) for n in self.runs_of.get(config, [])]
 
     def final(self, name):
         return self.rows[name][-1]
@@ -347,9 +364,13 @@ MP_HEAD = ("| run | test acc, compressed inference (%) | test acc, uncompressed 
 
 
 def spread(values, scale=100.0, digits=2):
-    """One value, or the mean +- the sample standard deviation (n) of several seeds."""
+    """One value, or the mean +- the sample standard deviation (n) of several seeds; a run that
+    diverged (nan) makes the cell say so."""
     if not values:
         return "-"
+    bad = sum(1 for v in values if v != v)
+    if bad:
+        return "diverged" if bad == len(values) else f"{bad} of {len(values)} diverged"
     if len(values) == 1:
         return f"{scale * values[0]:.{digits}f}"
     return (f"{scale * statistics.fmean(values):.{digits}f} +- "
@@ -357,7 +378,7 @@ def spread(values, scale=100.0, digits=2):
 
 
 RN_HEAD = ("| run | test acc, compressed inference (%) | test acc, uncompressed inference (%) | "
-           "final train loss | KiB/step | vs fp32 |\n|---|---|---|---|---|---|")
+           "final train loss | KiB/step (last epoch) | vs fp32 |\n|---|---|---|---|---|---|")
 
 
 def last_epoch_bytes(res, config):
@@ -371,12 +392,12 @@ def last_epoch_bytes(res, config):
 
 
 def rn_row(res, config, label=None, extra=""):
-    sent = [last_epoch_bytes(res, config)]
-    ratio = f"{last_epoch_bytes(res, 'rn-q-a32-g32') / sent[0]:.1f}x" if res.runs_of.get("rn-q-a32-g32") else "-"
+    sent = last_epoch_bytes(res, config)
+    ratio = f"{last_epoch_bytes(res, 'rn-q-a32-g32') / sent:.1f}x" if res.runs_of.get("rn-q-a32-g32") else "-"
     return (f"| {label or res.by_name[res.runs_of[config][0]].label} | "
             f"{spread(res.finals(config, 'test_acc_compressed'))} | "
             f"{spread(res.finals(config, 'test_acc_uncompressed'))} | "
-            f"{spread(res.finals(config, 'train_loss'), 1.0, 4)} | {sent[0] / 1024:.1f} | {ratio} |{extra}")
+            f"{spread(res.finals(config, 'train_loss'), 1.0, 4)} | {sent / 1024:.1f} | {ratio} |{extra}")
 
 
 def rn_summary(res):
@@ -598,7 +619,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", default=None,
                     help="comma-separated groups: quant,topk,ef,aqsgd,loco; with --resnet "
-                         "rn-q,rn-qc,rn-topk,rn-ef,rn-aqsgd")
+                         "rn-q,rn-qc,rn-topk,rn-ef,rn-aqsgd,rn-ddp")
     ap.add_argument("--summarize-only", action="store_true",
                     help="rebuild summary and plots from existing CSVs")
     a = ap.parse_args()

@@ -466,11 +466,11 @@ def plot(csv_paths, png):
             color = colors.setdefault(key, f"C{len(colors)}")
             pts = sorted((float(r["rate_gbit"]), float(r["step_ms"])) for r in rows
                          if (r["codec"], r["feedback"]) == key and r["rate_gbit"])
-            ax.plot([x for x, _ in pts], [y for _, y in pts], "os^v"[i % 4] + "-", color=color, alpha=0.9 - 0.3 * i,
+            ax.plot([x for x, _ in pts], [y for _, y in pts], "os^v"[i % 4] + "-", color=color, alpha=max(0.4, 0.9 - 0.2 * i),
                     label=f"{label}" + (f" (sweep {i + 1})" if len(csv_paths) > 1 else ""))
             unshaped = [float(r["step_ms"]) for r in rows if (r["codec"], r["feedback"]) == key and not r["rate_gbit"]]
             if unshaped:
-                ax.axhline(unshaped[0], color=color, ls="--", lw=0.8, alpha=0.9 - 0.3 * i)
+                ax.axhline(unshaped[0], color=color, ls="--", lw=0.8, alpha=max(0.4, 0.9 - 0.2 * i))
     ax.set_xscale("log")
     ax.set_xlabel("link rate (Gbit/s); dashed: unshaped")
     ax.set_ylabel("median time per step (ms)")

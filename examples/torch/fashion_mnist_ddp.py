@@ -204,7 +204,7 @@ def train(rank: int, world: int, init_method: str, codec: Optional[str], args: a
                 "step_seconds_min": min(timed), "step_seconds_max": max(timed),
                 "bytes_per_step": sent / steps if steps else 0.0,
                 "uncompressed_bytes_per_step": uncompressed_bytes / steps if steps else 0.0,
-                "payload_bits": payload_bits(codec, args) if codec else 32.0,
+                "payload_bits": None if onebit else payload_bits(codec, args) if codec else 32.0,
                 "buckets": len(hook.buckets) if hook else None,
                 "evals": evals, "eval_seconds": eval_seconds, "eval_images": args.eval_limit or len(tx),
                 "wall_seconds": time.monotonic() - started,
@@ -245,6 +245,12 @@ def payload_bits(codec: str, args: argparse.Namespace) -> float:
     else:
         total = sum(cp.max_payload_bytes(c, p.numel()) for p in params)
     return 8 * total / sum(p.numel() for p in params)
+
+
+def bits_label(codec: str, args: argparse.Namespace) -> str:
+    """The bits per element of the hook's payloads; 1-bit Adam sends one flat tensor, fp32 while
+    warming up, so its figure is the bytes line's."""
+    return "1-bit Adam      " if args.optimizer == "onebit_adam" else f"{payload_bits(codec, args):5.2f} bits/element"
 
 
 def run(codec: Optional[str], args: argparse.Namespace) -> Dict[str, float]:
@@ -308,6 +314,16 @@ def main() -> None:
     rep.add_argument("--warmup-steps", type=int, default=10, help="steps left out of the time per step")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds a collective may wait for a rank")
     args = ap.parse_args()
+    if args.optimizer == "onebit_adam":
+        names = args.codec.split(",")
+        if (args.rank is None and not args.no_baseline) or "none" in names or any(
+                isinstance(CODECS[c](), cp.powersgd) for c in names if c in CODECS):
+            ap.error("--optimizer onebit_adam compresses by itself: give it a --codec other than none "
+                     "and powersgd (sign, DeepSpeed's), and --no-baseline")
+        if args.feedback not in ("none", "ef"):
+            ap.error("--optimizer onebit_adam: --feedback none or ef (the worker error)")
+        if args.collective != "auto":
+            ap.error("--optimizer onebit_adam runs its own exchange: --onebit-exchange, not --collective")
     single = [args.rank, args.world_size, args.master_addr, args.master_port]
     if any(v is not None for v in single):
         if any(v is None for v in single):
@@ -328,8 +344,6 @@ def main() -> None:
         sys.stderr.flush()
         os._exit(0)
     codecs = [c for c in args.codec.split(",") if c != "none"]
-    if args.optimizer == "onebit_adam" and (not args.no_baseline or not codecs or len(codecs) < len(args.codec.split(","))):
-        ap.error("--optimizer onebit_adam compresses by itself: give it --no-baseline and a --codec (sign)")
     for c in codecs:
         if c not in CODECS:
             ap.error(f"--codec {c}: not one of none, {', '.join(CODECS)}")
@@ -349,7 +363,7 @@ def main() -> None:
         label = f"{c} + {args.feedback}"
         versus = f", {100 * (r['accuracy'] - plain['accuracy']):+.2f} points" if plain else ""
         print(
-            f"  {label:28s}: accuracy {100 * r['accuracy']:.2f}%  {payload_bits(c, args):5.2f} bits/element  "
+            f"  {label:28s}: accuracy {100 * r['accuracy']:.2f}%  {bits_label(c, args)}  "
             f"sent {r['sent'] / mib:8.1f} MiB per rank  ({r['seconds']:.0f} s)  -> "
             f"{r['uncompressed'] / r['sent']:.1f}x fewer bytes{versus}",
             flush=True,

@@ -213,7 +213,8 @@ void bind_optim(nb::module_& m) {
           "count, kind or size.");
   nb::class_<py_onebit>(
       m, "onebit_adam",
-      "C++ onebit_adam<Comm, Pipeline> over a Python communicator: an object with rank(), "
+      "C++ onebit_adam<Comm, Pipeline, Exchange> over a Python communicator: an object with "
+      "rank(), "
       "size(), all_gather(mine, all), all_to_all(send, recv), send(buf, peer, tag), "
       "recv(buf, peer, tag), all_reduce_sum(floats) and barrier() working in place on NumPy "
       "arrays (commpress.torch.TorchCommunicator). The pipeline's feedback is none or ef. "

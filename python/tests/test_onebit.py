@@ -72,5 +72,10 @@ def test_torch_optimizer_sharded_exchange():
     assert warm == gathered[0]["sent"][0] == (world - 1) * (64 + 4 * n)
     sharded, gather = res[0]["sent"][-1], gathered[0]["sent"][-1]
     assert gather == (world - 1) * (64 + 4 + (n + 7) // 8)
-    # (N - 1) worker chunks and (N - 1) copies of the shard, each about n / N signs plus a header
-    assert sharded < 2 * (64 + 4 + (n + 7) // 8) and sharded < gather
+    # Each rank sends a worker slot to each of the N - 1 peers, then its server slot to each:
+    # slots are the largest sign payload over the chunk lengths (C++ sharded_plan).
+    pipe = cp.pipeline(cp.ef(), cp.sign(scale=cp.sign_scale.rms))
+    lay = cp.chunk_layout(n, world, int(cp.chunk_alignment(pipe.codec)))
+    slot = max(int(pipe.max_payload_bytes(lay.length(j))) for j in range(world))
+    assert sharded == 2 * (world - 1) * slot
+    assert sharded < gather and sharded < 2 * (64 + 4 + (n + 7) // 8)

@@ -336,7 +336,7 @@ def onebit_torch(rank: int, world: int, steps: int, freeze: int, save_at: int, e
         try:
             bad()
             refused.append(False)
-        except (cp.Error, TypeError):
+        except cp.Error:
             refused.append(True)
     return {"params": final, "resumed": resumed, "sent": sent, "compressing": opt.compressing,
             "refused": refused}
