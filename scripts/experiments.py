@@ -422,8 +422,9 @@ def rn_summary(res):
               ("rn-aqsgd", "ResNet AQ-SGD (activations; gradients with the same codec, no feedback)"),
               ("demo", "ResNet-18 (width 8), 3 compressed boundaries"))
     for group, title in groups:
-        configs = list(dict.fromkeys(r.config for n, r in res.by_name.items()
-                                     if r.kind == "rn" and r.group == group))
+        order = {r.config: i for i, r in enumerate(rn_configs())}  # the grid's order, not the run order
+        configs = sorted(dict.fromkeys(r.config for n, r in res.by_name.items()
+                                       if r.kind == "rn" and r.group == group), key=lambda c: order.get(c, -1))
         if not configs:
             continue
         if group == "rn-aqsgd":
