@@ -438,14 +438,17 @@ def rn_summary(res):
     ddps = list(dict.fromkeys(r.config for r in res.by_name.values() if r.kind == "ddp"))
     if ddps:
         base = res.finals("ddp-fp32", "bytes_per_step")
+        fp32 = {res.by_name[n].seed: res.final(n)["test_acc"] for n in res.runs_of.get("ddp-fp32", [])}
         lines += ["### ResNet data parallel through the DDP hook (4 gloo processes, Adam)", "",
-                  "| run | final test acc (%) | KiB/step/rank | vs fp32 | median step (ms) |",
-                  "|---|---|---|---|---|"]
+                  "| run | final test acc (%) | minus fp32 of the same seed (points) | KiB/step/rank | "
+                  "vs fp32 | median step (ms) |", "|---|---|---|---|---|---|"]
         for c in ddps:
             sent = res.finals(c, "bytes_per_step")
             ratio = f"{base[0] / sent[0]:.1f}x" if base else "-"
+            paired = [res.final(n)["test_acc"] - fp32[res.by_name[n].seed] for n in res.runs_of[c]
+                      if res.by_name[n].seed in fp32]
             lines.append(f"| {res.by_name[res.runs_of[c][0]].label} | {spread(res.finals(c, 'test_acc'))} | "
-                         f"{sent[0] / 1024:.1f} | {ratio} | "
+                         f"{'-' if c == 'ddp-fp32' else spread(paired)} | {sent[0] / 1024:.1f} | {ratio} | "
                          f"{spread(res.finals(c, 'step_seconds_median'), 1000.0, 1)} |")
         lines.append("")
     return lines
