@@ -129,6 +129,11 @@ RN_HEADLINE = {"rn-q-a32-g32", "rn-q-a2-g8", "rn-qc-a2-g8", "rn-q-a4-g32", "rn-q
                "rn-aqsgd-topk10", "rn-aqsgd-topk30"}
 
 
+# The runs whose training loss per epoch docs/results.md plots.
+RN_LOSS_CURVES = ("rn-q-a32-g32", "rn-q-a2-g8", "rn-qc-a2-g8", "rn-q-a32-g4", "rn-qc-a2-g2", "rn-topk10",
+                  "rn-ef-topk10", "rn-ef21-topk10", "rn-aqsgd-topk10")
+
+
 def rn(name, group, act, grad, feedback="none", label=None, seed=1, **meta):
     args = ["--act", act, "--grad", grad, "--feedback", feedback]
     meta.update(act=act, grad=grad, feedback=feedback)
@@ -144,7 +149,11 @@ def rn_configs():
                     continue  # the same run as rn-q-a32-g32
                 act = "fp32" if a == 32 else f"q{a}{scope}"
                 grad = "fp32" if g == 32 else f"q{g}{scope}"
-                runs.append(rn(f"rn-{tag}-a{a}-g{g}", f"rn-{tag}", act, grad, act_bits=a, grad_bits=g))
+                scope_name = "per tensor" if tag == "q" else "per channel"
+                label = ("fp32" if a == g == 32 else
+                         f"{'fp32' if a == 32 else f'{a}-bit'} act, {'fp32' if g == 32 else f'{g}-bit'} grad, {scope_name}")
+                runs.append(rn(f"rn-{tag}-a{a}-g{g}", f"rn-{tag}", act, grad, "none", label, act_bits=a,
+                               grad_bits=g))
     def name(c):
         return f"TopK {c[4:]}%" if c.startswith("topk") else f"{c[1:]}-bit"
 
@@ -154,12 +163,12 @@ def rn_configs():
         for c in ("topk10", "q2", "q4"):
             runs.append(rn(f"rn-{fb}-{c}", "rn-ef", c, c, fb, label=f"{fb.upper()} + {name(c)}"))
     for c in ("topk10", "topk30", "topk50", "q2", "q4"):
-        runs.append(rn(f"rn-aqsgd-{c}", "rn-aqsgd", c, c, "aq_sgd", label=f"{name(c)}, f32 buffers",
+        runs.append(rn(f"rn-aqsgd-{c}", "rn-aqsgd", c, c, "aq_sgd", label=f"AQ-SGD, {name(c)}, f32 buffers",
                        storage="f32"))
     for st in ("bf16", "int8", "int4"):
         for c in ("topk30", "q4"):
             runs.append(rn(f"rn-aqsgd-{c}-{st}", "rn-aqsgd", c, c, f"aq_sgd:{st}",
-                           label=f"{name(c)}, {st} buffers", storage=st))
+                           label=f"AQ-SGD, {name(c)}, {st} buffers", storage=st))
     return runs
 
 
@@ -589,6 +598,21 @@ def plots(res, out, img_dir):
         fig, ax = plt.subplots(figsize=(5.5, 3.6))
         topk_lines(ax, "rn", "ResNet-18/8 model parallel: accuracy vs TopK")
         save(fig, "rn_accuracy_vs_topk.png")
+
+    curves = [c for c in RN_LOSS_CURVES if res.runs_of.get(c)]
+    if curves:
+        fig, ax = plt.subplots(figsize=(6, 3.8))
+        for c in curves:
+            runs = [res.rows[n] for n in res.runs_of[c]]
+            epochs = [row["epoch"] for row in runs[0]]
+            mean = [statistics.fmean(r[i]["train_loss"] for r in runs if i < len(r)) for i in range(len(epochs))]
+            ax.plot(epochs, mean, "o-", lw=1, label=res.by_name[res.runs_of[c][0]].label
+                    + (f" ({len(runs)} seeds)" if len(runs) > 1 else ""))
+        ax.set_xticks(epochs)
+        decorate(ax, "epoch", "mean training loss of the epoch", "ResNet-18/8 model parallel: training loss")
+        ax.set_yscale("log")
+        ax.legend(fontsize=7)
+        save(fig, "rn_loss_curves.png")
 
     dps = [n for n, r in res.by_name.items() if r.kind == "dp" and (out / f"{n}.steps.csv").exists()]
     if dps:
