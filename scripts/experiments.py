@@ -433,7 +433,8 @@ def rn_summary(res):
     for group, title in groups:
         order = {r.config: i for i, r in enumerate(rn_configs())}  # the grid's order, not the run order
         configs = sorted(dict.fromkeys(r.config for n, r in res.by_name.items()
-                                       if r.kind == "rn" and r.group == group), key=lambda c: order.get(c, -1))
+                                       if r.kind == "rn" and r.group == group),
+                         key=lambda c: order.get(c, -1) if group != "demo" else 0)
         if not configs:
             continue
         if group == "rn-aqsgd":
