@@ -66,8 +66,9 @@ def augment(batch: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     dy = torch.randint(0, 9, (n,), generator=generator)
     dx = torch.randint(0, 9, (n,), generator=generator)
     flip = torch.rand(n, generator=generator) < 0.5
-    out = torch.empty_like(batch)
-    for i in range(n):
-        crop = padded[i, :, dy[i] : dy[i] + h, dx[i] : dx[i] + w]
-        out[i] = crop.flip(-1) if flip[i] else crop
-    return out
+    # One gather for the whole batch: row and column indices per image, columns reversed where
+    # the image is flipped.
+    rows = dy[:, None] + torch.arange(h)
+    cols = dx[:, None] + torch.where(flip[:, None], torch.arange(w - 1, -1, -1), torch.arange(w))
+    picked = padded.permute(0, 2, 3, 1)[torch.arange(n)[:, None, None], rows[:, :, None], cols[:, None, :]]
+    return picked.permute(0, 3, 1, 2).contiguous()

@@ -51,6 +51,7 @@ from commpress.torch import CompressionHook, OnebitAdam, matrix_shape
 from fashion_mnist import augment, images, load
 from resnet import resnet18
 
+
 def make_model(args: argparse.Namespace) -> torch.nn.Module:
     """--model mlp: 784-256-128-10; resnet: the CIFAR-style ResNet-18 at --width, with BatchNorm."""
     torch.manual_seed(args.seed - 1)

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "torch"
 sys.path.insert(0, str(EXAMPLES))
 
+from fashion_mnist import MEAN, STD, augment  # noqa: E402
 from fashion_mnist_pipeline import Boundaries  # noqa: E402
 from resnet import boundary_shapes, resnet18, stages  # noqa: E402
 
@@ -90,6 +91,21 @@ def test_lossy_boundaries_reach_every_stage():
     assert cos > 0.3, cos
     sizes = [int(np.prod(s)) * BATCH for s in boundary_shapes(WIDTH)]
     assert bounds.payload_bytes() < 0.6 * 2 * 4 * sum(sizes)
+
+
+def test_augment_crops_and_flips_each_image():
+    batch = torch.randn(16, 2, 32, 32)
+    got = augment(batch, torch.Generator().manual_seed(7))
+    # The same draws, one image at a time: a 32 x 32 window of the image padded by 4 (with the
+    # normalised black), mirrored left-right where drawn.
+    g = torch.Generator().manual_seed(7)
+    dy, dx = torch.randint(0, 9, (16,), generator=g), torch.randint(0, 9, (16,), generator=g)
+    flip = torch.rand(16, generator=g) < 0.5
+    padded = F.pad(batch, (4, 4, 4, 4), value=-MEAN / STD)
+    assert 0 < int(flip.sum()) < 16 and len(set(dy.tolist())) > 1
+    for i in range(16):
+        crop = padded[i, :, dy[i] : dy[i] + 32, dx[i] : dx[i] + 32]
+        assert torch.equal(got[i], crop.flip(-1) if flip[i] else crop), i
 
 
 def test_unknown_specs_are_refused():

@@ -25,6 +25,9 @@ from .comm import TorchCommunicator
 class OnebitAdam(torch.optim.Optimizer):
     """1-bit Adam over a torch.distributed group for float32 CPU parameters.
 
+    The parameters keep their values and shapes but their storage moves into one flat buffer
+    the optimizer owns, which the C++ step updates in place (no copy of the parameters per step).
+
     Args:
         params: the parameters (every rank passes the same ones, in the same order).
         config: a ``commpress.onebit_adam_config`` (lr, betas, eps, freeze_step,
@@ -61,8 +64,16 @@ class OnebitAdam(torch.optim.Optimizer):
         self._opt = _cp.onebit_adam(self._comm, self.pipe, config, n, exchange)
         self._moments = self._opt.make_state()
         self._error = self._opt.make_feedback_state()
+        # The parameters become views of one flat buffer, which the C++ step updates in place;
+        # the gradients are gathered into another each step (autograd owns their storage).
         self._flat_params = np.empty(n, np.float32)
         self._flat_grads = np.empty(n, np.float32)
+        off = 0
+        for p in self._params:
+            k = p.numel()
+            self._flat_params[off : off + k] = p.detach().reshape(-1).numpy()
+            p.data = torch.from_numpy(self._flat_params[off : off + k]).view_as(p)
+            off += k
         self.steps = 0  #: steps taken
         self.bytes_sent = 0  #: bytes this rank sent in the exchanges
 
@@ -94,7 +105,6 @@ class OnebitAdam(torch.optim.Optimizer):
         off = 0
         for p in self._params:
             k = p.numel()
-            self._flat_params[off : off + k] = p.reshape(-1).numpy()
             if p.grad is None:
                 self._flat_grads[off : off + k] = 0.0
             else:
@@ -102,11 +112,6 @@ class OnebitAdam(torch.optim.Optimizer):
             off += k
         ctx = _cp.context(seed=self.seed, step=self.steps, tensor_id=0)
         r = self._opt.step(ctx, self._moments, self._error, self._flat_params, self._flat_grads)
-        off = 0
-        for p in self._params:
-            k = p.numel()
-            p.copy_(torch.from_numpy(self._flat_params[off : off + k]).view_as(p))
-            off += k
         self.steps += 1
         self.bytes_sent += int(r.wire_bytes)
         return loss
