@@ -37,7 +37,11 @@
 //                 [--eps X] [--variance-floor 0] [--workers 4] [--batch-per-worker 32] [--lr 0.001]
 //                 [--weight-decay X]
 //                 [--epochs 3] [--seed 1] [--train-subset N] [--data-dir DIR]
-//                 [--csv PATH] [--steps-csv PATH] [--log-every 20]
+//                 [--csv PATH] [--steps-csv PATH] [--log-every 20] [--min-elements N]
+//
+// With `--min-elements N` (N > 0) every weight and bias of a stage is its own tensor, and
+// commpress::layer_policy sends 1-D tensors (the biases) and tensors of fewer than N elements
+// as fp32 in the same all-gather; without it a stage's parameters are one compressed tensor.
 //
 // The per-epoch CSV has epoch,train_loss,test_acc,bytes_per_step,wall_s; bytes_per_step is the
 // payload one worker contributes to the all-gather per step (all stages); for PowerSGD, the
@@ -79,6 +83,7 @@
 #include "commpress/optim/data_parallel.hpp"
 #include "commpress/optim/onebit_adam.hpp"
 #include "commpress/optim/sgd.hpp"
+#include "commpress/pipeline/layer_policy.hpp"
 #include "commpress/pipeline/pipeline.hpp"
 
 #include "common/cli.hpp"
@@ -117,6 +122,7 @@ struct options {
   std::string csv;
   std::string steps_csv;
   std::size_t log_every = 20;
+  std::uint64_t min_elements = 0; ///< > 0: a layer policy per weight and bias (data_parallel)
 };
 
 void print_usage(std::ostream& os) {
@@ -130,11 +136,12 @@ void print_usage(std::ostream& os) {
         "                     [--workers N] [--batch-per-worker N]\n"
         "                     [--lr X] [--weight-decay X] [--epochs N] [--seed N]\n"
         "                     [--train-subset N] [--data-dir DIR] [--csv PATH]\n"
-        "                     [--steps-csv PATH] [--log-every N]\n"
+        "                     [--steps-csv PATH] [--log-every N] [--min-elements N]\n"
         "DGC: --feedback dgc --codec topk<p> --optimizer sgd (--momentum is DGC's; SGD wants a\n"
         "larger --lr than Adam, e.g. 0.05). PowerSGD: --codec powersgd<r> --feedback none.\n"
         "1-bit Adam: --optimizer onebit_adam --codec sign --feedback ef; --onebit-exchange\n"
-        "sharded is DeepSpeed's two-error-point compressed_allreduce (default gather).\n";
+        "sharded is DeepSpeed's two-error-point compressed_allreduce (default gather).\n"
+        "--min-elements N: biases and tensors under N elements go uncompressed (layer policy).\n";
 }
 
 options parse_args(int argc, char** argv) {
@@ -194,6 +201,8 @@ options parse_args(int argc, char** argv) {
       o.steps_csv = value;
     else if (flag == "--log-every")
       o.log_every = ce::parse_u64(flag, value);
+    else if (flag == "--min-elements")
+      o.min_elements = ce::parse_u64(flag, value);
     else
       throw std::invalid_argument("unknown option " + std::string(flag));
   }
@@ -338,6 +347,27 @@ template <class Run> void with_optimizer(const options& opt, Run&& run) {
   }
 }
 
+/// A stage's weights and biases as the tensors a layer policy judges: "layer<L>.weight"
+/// (fan_in x fan_out) and "layer<L>.bias" (fan_out), in the order of the flat buffer.
+class stage_tensors {
+public:
+  explicit stage_tensors(const ce::stage& st) {
+    for (const ce::param_block& b : st.blocks()) {
+      names_.push_back("layer" + std::to_string(b.layer) + (b.is_bias ? ".bias" : ".weight"));
+      shapes_.push_back(b.is_bias ? std::vector<std::uint64_t>{b.cols}
+                                  : std::vector<std::uint64_t>{b.rows, b.cols});
+    }
+    for (std::size_t i = 0; i < names_.size(); ++i)
+      infos_.push_back({names_[i], shapes_[i]});
+  }
+  std::span<const cp::tensor_info> infos() const noexcept { return infos_; }
+
+private:
+  std::vector<std::string> names_;
+  std::vector<std::vector<std::uint64_t>> shapes_;
+  std::vector<cp::tensor_info> infos_;
+};
+
 /// One data_parallel exchange per stage with the pipeline `pipe_for(epoch)` (1-based epoch).
 /// With `resize_each_epoch` the exchange is rebuilt before every epoch from that epoch's
 /// pipeline, keeping the feedback and optimizer states: a top-k's payload size depends on its
@@ -349,11 +379,17 @@ void run_data_parallel(const run_setup& su, PipeFor&& pipe_for, bool resize_each
   with_optimizer(opt, [&]<class Opt>(const Opt& o) {
     using ex_t = cp::data_parallel<cp::loopback_communicator, Pipe, Opt>;
     using state_t = stage_exchange<ex_t, typename ex_t::optimizer_state>;
+    auto exchange = [&](cp::loopback_communicator& c, const Pipe& pipe, const ce::stage& st) {
+      if (opt.min_elements == 0)
+        return ex_t(c, pipe, o, st.parameters().size());
+      const stage_tensors tensors(st);
+      return ex_t(c, pipe, o, tensors.infos(), cp::layer_policy{.min_elements = opt.min_elements});
+    };
     world.run([&](cp::loopback_communicator& comm) {
       run_worker(
           su, comm,
           [&](cp::loopback_communicator& c, const ce::stage& st) {
-            ex_t ex(c, pipe_for(1), o, st.parameters().size());
+            ex_t ex = exchange(c, pipe_for(1), st);
             auto fb = ex.make_feedback_state();
             auto os = ex.make_optimizer_state();
             return state_t{std::move(ex), std::move(fb), std::move(os)};
@@ -364,7 +400,7 @@ void run_data_parallel(const run_setup& su, PipeFor&& pipe_for, bool resize_each
           [&](state_t& st, cp::loopback_communicator& c, std::size_t, const ce::stage& stage,
               std::size_t epoch) {
             if (resize_each_epoch && epoch > 1)
-              st.ex = ex_t(c, pipe_for(epoch), o, stage.parameters().size());
+              st.ex = exchange(c, pipe_for(epoch), stage);
           });
     });
   });

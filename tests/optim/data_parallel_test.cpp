@@ -2,8 +2,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -16,6 +19,7 @@
 #include "commpress/optim/adam.hpp"
 #include "commpress/optim/data_parallel.hpp"
 #include "commpress/optim/sgd.hpp"
+#include "commpress/pipeline/layer_policy.hpp"
 #include "commpress/pipeline/pipeline.hpp"
 
 namespace cp = commpress;
@@ -66,7 +70,8 @@ run_result<Pipe, Opt> run_data_parallel(int ranks, const Pipe& pipe, const Opt& 
       REQUIRE(r.payload_bytes == pipe.max_payload_bytes(n));
     }
     out.params[static_cast<std::size_t>(comm.rank())] = params;
-    out.feedback[static_cast<std::size_t>(comm.rank())] = std::move(fb);
+    REQUIRE(fb.tensors.size() == 1);
+    out.feedback[static_cast<std::size_t>(comm.rank())] = std::move(fb.tensors[0]);
   });
   return out;
 }
@@ -233,5 +238,174 @@ TEST_SUITE("optim") {
     CHECK(end < 1e-2 * start);
     for (const auto& r : result)
       CHECK(r == result[0]);
+  }
+}
+
+namespace {
+
+/// A small model: a 2-D weight, its bias, a 2-D layer excluded by name, another 2-D weight and
+/// a tensor below the size threshold; 203 parameters in all, as the single-tensor tests.
+struct model_layout {
+  std::vector<std::uint64_t> w1{8, 12}, b1{8}, emb{4, 10}, w2{4, 13}, tiny{1, 7};
+  std::vector<cp::tensor_info> tensors{{"fc1.weight", w1},
+                                       {"fc1.bias", b1},
+                                       {"embed.weight", emb},
+                                       {"fc2.weight", w2},
+                                       {"scale", tiny}};
+  cp::layer_policy policy{.min_elements = 8, .exclude = {"embed.*"}};
+};
+
+} // namespace
+
+TEST_SUITE("optim") {
+  TEST_CASE("data_parallel: a layer policy compresses some tensors and sends the others as "
+            "fp32, every rank matching a one-process replay") {
+    const model_layout m;
+    REQUIRE(cp::detail::glob_match("embed.*", "embed.weight"));
+    std::size_t total = 0;
+    for (const auto& t : m.tensors)
+      total += t.count();
+    REQUIRE(total == n);
+    const cp::pipeline<cp::ef, cp::quantize> pipe{
+        {}, {.bits = 4, .granularity = cp::scale_granularity::block, .group = 16}};
+    const cp::sgd opt{.lr = 0.05f, .momentum = 0.9f};
+    constexpr int ranks = 3, steps = 4;
+
+    std::vector<std::vector<float>> params(ranks);
+    std::vector<std::size_t> nonfinite(ranks);
+    cp::loopback_world world(ranks);
+    world.run([&](cp::loopback_communicator& comm) {
+      cp::data_parallel dp(comm, pipe, opt, std::span<const cp::tensor_info>(m.tensors), m.policy);
+      CHECK(dp.verdict(0) == cp::layer_verdict::compress);
+      CHECK(dp.verdict(1) == cp::layer_verdict::one_dimensional);
+      CHECK(dp.verdict(2) == cp::layer_verdict::excluded);
+      CHECK(dp.verdict(3) == cp::layer_verdict::compress);
+      CHECK(dp.verdict(4) == cp::layer_verdict::too_small);
+      CHECK(dp.payload_bytes() ==
+            pipe.max_payload_bytes(96) + pipe.max_payload_bytes(52) + 4 * (8 + 40 + 7));
+      auto fb = dp.make_feedback_state();
+      REQUIRE(fb.tensors.size() == 2);
+      CHECK(fb.index == std::vector<std::uint32_t>{0, 3});
+      auto os = dp.make_optimizer_state();
+      std::vector<float> p = sample(7, 4.0f);
+      for (int t = 0; t < steps; ++t) {
+        auto g = gradient(comm.rank(), t);
+        if (t == 2 && comm.rank() == 1)
+          g[100] = std::numeric_limits<float>::quiet_NaN(); // in "embed.weight", sent as fp32
+        const auto r =
+            dp.step(cp::cpu::seq, context_of(t), fb, os, std::span(p), std::span<const float>(g));
+        CHECK(r.payload_bytes == dp.payload_bytes());
+        nonfinite[static_cast<std::size_t>(comm.rank())] += r.nonfinite;
+      }
+      params[static_cast<std::size_t>(comm.rank())] = p;
+    });
+    CHECK(nonfinite == std::vector<std::size_t>{0, 1, 0});
+
+    // The replay: tensors 0 and 3 through the pipeline with tensor ids 3 + 0 and 3 + 3, the
+    // others added as fp32, every rank in order with weight 1/3.
+    struct piece {
+      std::size_t first, count;
+      bool compressed;
+    };
+    const std::vector<piece> pieces{
+        {0, 96, true}, {96, 8, false}, {104, 40, false}, {144, 52, true}, {196, 7, false}};
+    std::vector<std::vector<cp::pipeline_state_t<decltype(pipe)>>> states(ranks);
+    for (auto& s : states)
+      for (const piece& pc : pieces)
+        s.push_back(pipe.make_state(pc.count));
+    auto os = opt.make_state(n);
+    std::vector<float> p = sample(7, 4.0f);
+    for (int t = 0; t < steps; ++t) {
+      std::vector<float> mean(n, 0.0f);
+      for (int r = 0; r < ranks; ++r) {
+        auto g = gradient(r, t);
+        if (t == 2 && r == 1)
+          g[100] = std::numeric_limits<float>::quiet_NaN();
+        for (std::size_t i = 0; i < pieces.size(); ++i) {
+          const piece& pc = pieces[i];
+          const auto sum = std::span(mean).subspan(pc.first, pc.count);
+          if (!pc.compressed) {
+            for (std::size_t j = 0; j < pc.count; ++j)
+              sum[j] = sum[j] + (1.0f / ranks) * g[pc.first + j];
+            continue;
+          }
+          std::vector<std::byte> payload(pipe.max_payload_bytes(pc.count));
+          std::vector<std::byte> ws(pipe.workspace_bytes(pc.count));
+          cp::context ctx = context_of(t);
+          ctx.tensor_id += static_cast<std::uint32_t>(i);
+          cp::encode(cp::cpu::seq, pipe, states[static_cast<std::size_t>(r)][i], ctx,
+                     std::span<const float>(g).subspan(pc.first, pc.count), std::span(payload),
+                     std::span(ws));
+          cp::decode_accumulate(cp::cpu::seq, pipe, std::span<const std::byte>(payload), sum,
+                                1.0f / ranks);
+        }
+      }
+      opt.step(cp::cpu::seq, os, std::span(p), std::span<const float>(mean));
+    }
+    // The NaN of step 2 went uncompressed into the mean, so it is in the parameters of
+    // every rank alike (compared as bits).
+    CHECK(std::isnan(p[100]));
+    for (const auto& q : params) {
+      REQUIRE(q.size() == n);
+      CHECK(std::memcmp(q.data(), p.data(), 4 * n) == 0);
+    }
+  }
+
+  TEST_CASE("data_parallel: the feedback states checkpoint and resume bit for bit; bad "
+            "checkpoints and states of another layout are refused and change nothing") {
+    const model_layout m;
+    const cp::pipeline<cp::ef, cp::top_k> pipe{{}, {.fraction = 0.25f}};
+    const cp::sgd opt{.lr = 0.05f};
+    cp::loopback_world world(1);
+    auto comm = world.communicator(0);
+    cp::data_parallel dp(comm, pipe, opt, std::span<const cp::tensor_info>(m.tensors), m.policy);
+    auto fb = dp.make_feedback_state();
+    auto os = dp.make_optimizer_state();
+    std::vector<float> p = sample(7, 4.0f);
+    auto run = [&](auto& state, std::vector<float>& q, int from, int to) {
+      for (int t = from; t < to; ++t) {
+        const auto g = gradient(0, t);
+        dp.step(cp::cpu::seq, context_of(t), state, os, std::span(q), std::span<const float>(g));
+      }
+    };
+    run(fb, p, 0, 3);
+    const auto blob = fb.save(3);
+    const auto saved_os = os.save(3);
+    const auto saved_p = p;
+    run(fb, p, 3, 6);
+
+    auto resumed = dp.make_feedback_state();
+    resumed.load(std::span<const std::byte>(blob), 3);
+    os.load(std::span<const std::byte>(saved_os), 3);
+    std::vector<float> q = saved_p;
+    run(resumed, q, 3, 6);
+    CHECK(q == p);
+    CHECK(resumed.tensors == fb.tensors);
+
+    // Each state's blob is the pipeline state's own, under tensor id 3 + its layout index.
+    CHECK(fb.save(3).size() == fb.tensors[0].save(3).size() + fb.tensors[1].save(6).size());
+
+    const auto before = resumed.tensors;
+    auto truncated = blob;
+    truncated.resize(blob.size() - 9);
+    CHECK_THROWS_AS(resumed.load(std::span<const std::byte>(truncated), 3), cp::error);
+    auto corrupted = blob;
+    corrupted[blob.size() - 20] ^= std::byte{1};
+    CHECK_THROWS_AS(resumed.load(std::span<const std::byte>(corrupted), 3), cp::error);
+    auto longer = blob;
+    longer.push_back(std::byte{0});
+    CHECK_THROWS_AS(resumed.load(std::span<const std::byte>(longer), 3), cp::error);
+    CHECK_THROWS_AS(resumed.load(std::span<const std::byte>(blob), 4), cp::error); // tensor ids
+    CHECK(resumed.tensors == before);
+
+    // A state made for one tensor of 203 elements is refused by the layered exchange.
+    cp::data_parallel single(comm, pipe, opt, n);
+    auto other = single.make_feedback_state();
+    const auto g = gradient(0, 0);
+    CHECK_THROWS_AS(
+        dp.step(cp::cpu::seq, context_of(0), other, os, std::span(q), std::span<const float>(g)),
+        cp::error);
+    // With one tensor the checkpoint is the pipeline state's own blob.
+    CHECK(other.save(3) == other.tensors[0].save(3));
   }
 }

@@ -8,9 +8,11 @@
 /// apply the optimizer to the average (docs/methods.md section 9.1).
 
 #include <algorithm>
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <utility>
@@ -20,7 +22,9 @@
 #include "commpress/comm/communicator.hpp"
 #include "commpress/core/context.hpp"
 #include "commpress/core/error.hpp"
+#include "commpress/core/state_blob.hpp"
 #include "commpress/optim/optimizer.hpp"
+#include "commpress/pipeline/layer_policy.hpp"
 #include "commpress/pipeline/pipeline.hpp"
 
 namespace commpress {
@@ -67,18 +71,70 @@ void gather_and_average(Comm& comm, std::span<const std::byte> mine, std::span<s
 
 } // namespace detail
 
+/// @brief The feedback states of a data_parallel exchange: one pipeline state per compressed
+/// tensor, in layout order (a single-tensor exchange holds one).
+template <class State> struct data_parallel_feedback {
+  std::vector<State> tensors;       ///< the states, in layout order of the compressed tensors
+  std::vector<std::uint32_t> index; ///< the layout index of each (its tensor id offset)
+
+  /// @brief The states as consecutive blobs, state k under tensor id `first_id + index[k]`
+  /// (the ids its encodes use). With one tensor the bytes are that state's own save(first_id).
+  [[nodiscard]] std::vector<std::byte> save(std::uint32_t first_id) const {
+    std::vector<std::byte> out;
+    for (std::size_t k = 0; k < tensors.size(); ++k) {
+      const std::vector<std::byte> blob = tensors[k].save(first_id + index[k]);
+      out.insert(out.end(), blob.begin(), blob.end());
+    }
+    return out;
+  }
+
+  /// @brief Restores save(first_id). Every blob is loaded into a copy first, so a truncated,
+  /// corrupted or foreign checkpoint throws and leaves every state unchanged.
+  /// @throws commpress::error (truncated, size_mismatch, or the state's own errors)
+  void load(std::span<const std::byte> blobs, std::uint32_t first_id) {
+    constexpr const char* who = "data_parallel feedback";
+    std::vector<State> loaded = tensors;
+    std::size_t at = 0;
+    for (std::size_t k = 0; k < loaded.size(); ++k) {
+      const std::size_t left = blobs.size() - at;
+      COMMPRESS_EXPECTS(left >= blob_fixed_bytes + 4, errc::truncated, who,
+                        "the checkpoint ends before tensor state " + std::to_string(k));
+      const std::byte* p = blobs.data() + at;
+      const auto sizes = detail::blob_load<std::uint32_t>(p + 16);
+      const auto payload = detail::blob_load<std::uint64_t>(p + 24);
+      const std::uint64_t room = left - blob_fixed_bytes - 4;
+      COMMPRESS_EXPECTS(sizes <= room / 8 && payload <= room - 8 * std::uint64_t{sizes},
+                        errc::truncated, who,
+                        "tensor state " + std::to_string(k) + " runs past the checkpoint");
+      const std::size_t length =
+          blob_fixed_bytes + 8 * std::size_t{sizes} + static_cast<std::size_t>(payload) + 4;
+      loaded[k].load(blobs.subspan(at, length), first_id + index[k]);
+      at += length;
+    }
+    COMMPRESS_EXPECTS(at == blobs.size(), errc::size_mismatch, who,
+                      "the checkpoint holds more states than the " +
+                          std::to_string(tensors.size()) + " compressed tensors");
+    tensors = std::move(loaded);
+  }
+};
+
 /// @brief One compressed data-parallel training step over a caller-supplied communicator.
 ///
-/// Protocol, identical on every rank (docs/optim.md):
-/// 1. `encode(pipe, feedback_state, ctx, grads)` into this rank's payload (exactly
-///    `max_payload_bytes(n)` bytes, so no size exchange is needed);
-/// 2. `all_gather` of the payloads;
-/// 3. `mean = 0`, then `mean += (1/N) * deQ(payload_r)` for r = 0, 1, ..., N-1 (rank order);
+/// The parameters are one flat vector, either one tensor or a layout of tensors (name, shape,
+/// element type, in order) with a `layer_policy` that chooses, per tensor, the pipeline or raw
+/// fp32. Protocol, identical on every rank (docs/optim.md):
+/// 1. each compressed tensor i is encoded with its own feedback state and the context
+///    `{seed, step, tensor_id + i}` into its slot of this rank's message (exactly
+///    `max_payload_bytes` of its size, so no size exchange is needed); each uncompressed
+///    tensor is copied into its slot as fp32;
+/// 2. one `all_gather` of the messages: the small tensors a policy leaves uncompressed ride
+///    along with the payloads instead of paying a collective's latency of their own;
+/// 3. `mean = 0`, then `mean += (1/N) * deQ(slot_r)` for r = 0, 1, ..., N-1 (rank order);
 /// 4. `optimizer.step(optimizer_state, params, mean)`.
 /// Step 3 reads only gathered bytes in a fixed order, so every rank ends with bitwise-identical
 /// parameters when they started identical.
 ///
-/// The object owns its exchange buffers (payload, gathered payloads, mean, workspace), sized at
+/// The object owns its exchange buffers (message, gathered messages, mean, workspace), sized at
 /// construction; `step` allocates nothing itself. The feedback and optimizer states are the
 /// caller's (checkpoint them with their save()/load()).
 /// @tparam Comm a host `communicator` (comm/communicator.hpp), e.g. loopback or MPI
@@ -91,54 +147,143 @@ requires(!uses_device_buffers_v<Comm>) class data_parallel {
 public:
   using pipeline_type = Pipeline;
   using optimizer_type = Optimizer;
-  using feedback_state = pipeline_state_t<Pipeline>;
+  using feedback_state = data_parallel_feedback<pipeline_state_t<Pipeline>>;
   using optimizer_state = typename Optimizer::state_type;
 
-  /// @brief Sizes every exchange buffer for n parameters on `comm.size()` ranks.
+  /// @brief Sizes every exchange buffer for one tensor of n parameters, compressed, on
+  /// `comm.size()` ranks.
   /// @throws commpress::error when the pipeline or the optimizer cannot handle n elements
   data_parallel(Comm& comm, const Pipeline& pipe, const Optimizer& opt, std::uint64_t n)
-      : comm_(&comm), pipe_(pipe), opt_(opt), n_(n),
-        mine_(static_cast<std::size_t>(pipe.max_payload_bytes(n))),
-        all_(mine_.size() * static_cast<std::size_t>(comm.size())),
-        mean_(static_cast<std::size_t>(n)),
-        workspace_(static_cast<std::size_t>(pipe.workspace_bytes(n))) {
-    detail::throw_if(pipe.can_implement(n), "data_parallel");
-    detail::throw_if(opt.can_implement(n), "data_parallel");
+      : comm_(&comm), pipe_(pipe), opt_(opt), n_(n) {
+    add_tensor(n, layer_verdict::compress);
+    allocate();
   }
 
-  /// @brief A fresh error-feedback state for this rank's gradient.
-  [[nodiscard]] feedback_state make_feedback_state() const { return pipe_.make_state(n_); }
+  /// @brief Sizes every exchange buffer for the tensors of `layout`, laid out one after the
+  /// other in the parameter vector; `policy` decides which are compressed.
+  /// @throws commpress::error when the pipeline cannot handle a compressed tensor, or the
+  /// optimizer the whole vector
+  data_parallel(Comm& comm, const Pipeline& pipe, const Optimizer& opt,
+                std::span<const tensor_info> layout, const layer_policy& policy)
+      : comm_(&comm), pipe_(pipe), opt_(opt), n_(0) {
+    for (const tensor_info& t : layout) {
+      add_tensor(t.count(), policy.decide(pipe_, t));
+      n_ += t.count();
+    }
+    allocate();
+  }
+
+  /// @brief Fresh error-feedback states, one per compressed tensor.
+  [[nodiscard]] feedback_state make_feedback_state() const {
+    feedback_state s;
+    for (std::size_t i = 0; i < slots_.size(); ++i)
+      if (slots_[i].verdict == layer_verdict::compress) {
+        s.tensors.push_back(pipe_.make_state(slots_[i].count));
+        s.index.push_back(static_cast<std::uint32_t>(i));
+      }
+    return s;
+  }
   /// @brief A fresh optimizer state.
   [[nodiscard]] optimizer_state make_optimizer_state() const { return opt_.make_state(n_); }
 
   /// @brief Compresses `grads`, exchanges, averages and updates `params` in place.
-  /// @param ctx the encode context of this rank (its step, seed and tensor id go on the wire)
-  /// @throws commpress::error on size mismatches, pipeline or optimizer errors
+  /// @param ctx the encode context of this rank (its step, seed and tensor id go on the wire;
+  ///        tensor i of the layout uses tensor id `ctx.tensor_id + i`)
+  /// @throws commpress::error on size mismatches, a feedback state of another layout, pipeline
+  ///         or optimizer errors
   data_parallel_result step(const cpu::seq_t& policy, const context& ctx, feedback_state& fb,
                             optimizer_state& os, std::span<float> params,
                             std::span<const float> grads) {
     detail::check_step_sizes("data_parallel", n_, params.size(), grads.size());
-    const auto sent =
-        encode(policy, pipe_, fb, ctx, grads, std::span(mine_), std::span(workspace_));
+    COMMPRESS_EXPECTS(fb.tensors.size() == compressed_, errc::size_mismatch, "data_parallel",
+                      "feedback state holds " + std::to_string(fb.tensors.size()) +
+                          " tensor states, the layout compresses " + std::to_string(compressed_));
+    data_parallel_result result{mine_.size(), 0};
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      const slot& s = slots_[i];
+      const auto g = grads.subspan(s.first, s.count);
+      const auto out = std::span(mine_).subspan(s.at, s.bytes);
+      if (s.verdict != layer_verdict::compress) {
+        std::memcpy(out.data(), g.data(), s.bytes);
+        result.nonfinite += static_cast<std::size_t>(
+            std::count_if(g.begin(), g.end(), [](float v) { return !std::isfinite(v); }));
+        continue;
+      }
+      context tensor_ctx = ctx;
+      tensor_ctx.tensor_id = ctx.tensor_id + static_cast<std::uint32_t>(i);
+      result.nonfinite +=
+          encode(policy, pipe_, fb.tensors[k++], tensor_ctx, g, out, std::span(workspace_))
+              .nonfinite;
+    }
     detail::gather_and_average(
         *comm_, std::span<const std::byte>(mine_), std::span(all_), std::span(mean_),
-        [&](std::span<const std::byte> payload, std::span<float> acc, float weight) {
-          decode_accumulate(policy, pipe_, payload, acc, weight);
+        [&](std::span<const std::byte> message, std::span<float> acc, float weight) {
+          for (const slot& s : slots_) {
+            const auto bytes = message.subspan(s.at, s.bytes);
+            const auto sum = acc.subspan(s.first, s.count);
+            if (s.verdict == layer_verdict::compress) {
+              decode_accumulate(policy, pipe_, bytes, sum, weight);
+              continue;
+            }
+            for (std::size_t j = 0; j < s.count; ++j) {
+              float v;
+              std::memcpy(&v, bytes.data() + 4 * j, 4);
+              sum[j] = sum[j] + weight * v;
+            }
+          }
         });
     opt_.step(policy, os, params, std::span<const float>(mean_));
-    return {sent.bytes, sent.nonfinite};
+    return result;
   }
 
   /// @brief The average gradient of the last step (what the optimizer consumed).
   [[nodiscard]] std::span<const float> mean_gradient() const noexcept { return mean_; }
   /// @brief Bytes each rank contributes per step.
   [[nodiscard]] std::size_t payload_bytes() const noexcept { return mine_.size(); }
+  /// @brief The policy's verdict on tensor i of the layout (compress for a single tensor).
+  [[nodiscard]] layer_verdict verdict(std::size_t i) const { return slots_.at(i).verdict; }
 
 private:
+  /// Tensor i of the layout: its elements in the parameter vector, its bytes in a message.
+  struct slot {
+    std::size_t first;
+    std::size_t count;
+    std::size_t at;
+    std::size_t bytes;
+    layer_verdict verdict;
+  };
+
+  void add_tensor(std::uint64_t count, layer_verdict verdict) {
+    const std::size_t first = slots_.empty() ? 0 : slots_.back().first + slots_.back().count;
+    const std::size_t at = slots_.empty() ? 0 : slots_.back().at + slots_.back().bytes;
+    std::uint64_t bytes = 4 * count;
+    if (verdict == layer_verdict::compress) {
+      detail::throw_if(pipe_.can_implement(count), "data_parallel");
+      bytes = pipe_.max_payload_bytes(count);
+      workspace_bytes_ = std::max(workspace_bytes_, pipe_.workspace_bytes(count));
+      ++compressed_;
+    }
+    slots_.push_back(
+        {first, static_cast<std::size_t>(count), at, static_cast<std::size_t>(bytes), verdict});
+  }
+
+  void allocate() {
+    detail::throw_if(opt_.can_implement(n_), "data_parallel");
+    const std::size_t message = slots_.empty() ? 0 : slots_.back().at + slots_.back().bytes;
+    mine_.resize(message);
+    all_.resize(message * static_cast<std::size_t>(comm_->size()));
+    mean_.resize(static_cast<std::size_t>(n_));
+    workspace_.resize(static_cast<std::size_t>(workspace_bytes_));
+  }
+
   Comm* comm_;
   Pipeline pipe_;
   Optimizer opt_;
   std::uint64_t n_;
+  std::vector<slot> slots_;
+  std::size_t compressed_ = 0;
+  std::uint64_t workspace_bytes_ = 0;
   std::vector<std::byte> mine_;
   std::vector<std::byte> all_;
   std::vector<float> mean_;
