@@ -46,11 +46,17 @@ template <> struct sum_view<random_k> {
   /// The codec that carries the summed values: the same selection with fp32 values.
   static random_k f32(random_k c) {
     c.values = dtype::f32;
+    c.value_quantizer = quantize{.bits = 0};
     return c;
   }
-  /// Reads the k wire values of a body as floats (before the unbiased scaling).
+  /// Reads the k wire values of a body as floats (before the unbiased scaling). Quantized
+  /// values are decoded: their bodies carry per-rank scales and do not add as sent.
   static void read(const random_k& c, const std::byte* body, std::span<float> vals) {
     const auto* p = reinterpret_cast<const unsigned char*>(body);
+    if (c.quantized()) {
+      cpu::detail::decode_values(c.value_quantizer, vals.size(), p, 0, vals.size(), vals.data());
+      return;
+    }
     const std::uint64_t vb = c.value_bytes();
     for (std::size_t j = 0; j < vals.size(); ++j) {
       const std::uint32_t code = vb == 4 ? format::detail::load_le<std::uint32_t>(p + j * vb)

@@ -50,7 +50,8 @@ enum class aggregation : std::uint8_t {
 /// - identity: sum (a plain float all-reduce).
 /// - random_k: sum. Ranks that encode with the same (seed, tensor_id, step) keep the same indices,
 ///   so their k values add element-wise (docs/methods.md 9.2). The values travel as fp32
-///   whatever the codec's wire dtype: a sum of fp16 values is not an fp16 value.
+///   whatever the codec's wire dtype: a sum of fp16 values is not an fp16 value, nor a sum of
+///   quantized values (value_quantizer) a quantized one, so those are decoded before the sum.
 /// - cast (fp16/bf16): gather. The communicator concept sums only float and double, and
 ///   decoding to float before an all-reduce would send fp32 bytes: no compression. Use the
 ///   sharded path instead, which moves 2(N-1)/N * 2 bytes per element.

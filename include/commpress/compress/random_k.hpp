@@ -29,14 +29,27 @@
 /// **Body** (docs/wire-format.md): the k kept values in stratum order, as `values` (fp32, fp16
 /// or bf16, little-endian). Nothing else.
 ///
+/// **Quantized values** (docs/methods.md 3.5). With `value_quantizer.bits` > 0 the body is
+/// instead one quantize body (compress/quantize.hpp) of the k kept values in stratum order: its
+/// group records, then the packed b-bit codes; the quantizer's groups count kept values. Its
+/// stochastic rounding draws kept value j's uniform at index 2^63 + j of the context's stream,
+/// not at j: word j also picked stratum j's element, and a uniform that decided which element
+/// was kept would, given that element, not be uniform, so the rounding would be biased. Under
+/// `unbiased` the decoded quantized value is scaled by size_j as a plain value is; with
+/// stochastic rounding E[C(x)] = x still holds, as the rounding is unbiased given the
+/// selection. The body is no longer a value array: ranks' bodies cannot be summed as sent, and
+/// the all-reduce sums the decoded values (collective/all_reduce.hpp).
+///
 /// **Non-finite inputs.** A kept NaN/Inf is sent as is under propagate and as 0 under
-/// zero_and_count. The count encode returns covers the whole input, kept or not, so a bad
-/// step is seen even when no NaN is sampled.
+/// zero_and_count; with quantized values it poisons its value group, which decodes to NaN. The
+/// count encode returns covers the whole input, kept or not, so a bad step is seen even when no
+/// NaN is sampled.
 
 #include <array>
 #include <bit>
 #include <cstdint>
 
+#include "commpress/compress/quantize.hpp"
 #include "commpress/core/concepts.hpp"
 #include "commpress/core/config.hpp"
 #include "commpress/core/dtype.hpp"
@@ -55,7 +68,18 @@ struct random_k {
   std::uint64_t count = 0;   ///< if > 0, elements kept (at most n)
   bool unbiased = false;     ///< decode kept values times their stratum size: E[C(x)] = x
   dtype values = dtype::f32; ///< wire dtype of the kept values: f32, f16 or bf16
+  /// bits > 0: the kept values are sent as this quantizer's body instead (then `values` must be
+  /// f32); its granularity is tensor or block with a power-of-two group (at most 2^24)
+  quantize value_quantizer{.bits = 0};
 
+  /// Random-stream index of kept value j's stochastic rounding uniform, minus j: past every
+  /// index the selection reads (0 .. k - 1), and a multiple of 4, so it starts a Philox block.
+  static constexpr std::uint64_t rounding_stream_offset = std::uint64_t{1} << 63;
+
+  /// Whether the kept values are sent b-bit quantized.
+  [[nodiscard]] COMMPRESS_HOST_DEVICE constexpr bool quantized() const noexcept {
+    return value_quantizer.bits != 0;
+  }
   /// Elements kept of n (the number of strata).
   [[nodiscard]] COMMPRESS_HOST_DEVICE constexpr std::uint64_t kept(std::uint64_t n) const noexcept {
     return detail::keep_count(fraction, count, n);
@@ -65,22 +89,47 @@ struct random_k {
     return values == dtype::f32 ? 4 : 2;
   }
   [[nodiscard]] constexpr std::uint64_t body_bytes(std::uint64_t n) const noexcept {
+    if (quantized())
+      return value_quantizer.body_bytes(kept(n));
     return kept(n) * value_bytes();
   }
+  /// Bytes 2 and 3, zero without a value quantizer, hold it as top_k's do: byte 2 its bits,
+  /// byte 3 its range (bit 0), rounding (bit 1) and group (bits 2-7: 0 for tensor
+  /// granularity, else log2(group) + 1).
   [[nodiscard]] constexpr codec_params params() const noexcept {
     codec_params p{};
     p[0] = static_cast<std::uint8_t>(values);
     p[1] = unbiased ? 1 : 0;
+    if (quantized()) {
+      const quantize& q = value_quantizer;
+      const unsigned group_code = q.granularity == scale_granularity::tensor
+                                      ? 0u
+                                      : static_cast<unsigned>(std::countr_zero(q.group)) + 1u;
+      p[2] = static_cast<std::uint8_t>(q.bits);
+      p[3] = static_cast<std::uint8_t>(static_cast<unsigned>(q.range) |
+                                       static_cast<unsigned>(q.round) << 1 | group_code << 2);
+    }
     detail::put_param(p, 4, std::bit_cast<std::uint32_t>(fraction));
     detail::put_param(p, 8, count);
     return p;
   }
-  [[nodiscard]] constexpr status can_implement(std::uint64_t) const noexcept {
+  [[nodiscard]] constexpr status can_implement(std::uint64_t n) const noexcept {
     if (values != dtype::f32 && values != dtype::f16 && values != dtype::bf16)
       return {errc::invalid_argument, "random_k: values must be f32, f16 or bf16"};
     if (count == 0 && !(fraction >= 0.0f && fraction <= 1.0f))
       return {errc::invalid_argument, "random_k: fraction must lie in [0, 1]"};
-    return {};
+    if (!quantized())
+      return {};
+    const quantize& q = value_quantizer;
+    if (values != dtype::f32)
+      return {errc::invalid_argument,
+              "random_k: quantized values replace the value dtype, which must stay f32"};
+    const bool tensor = q.granularity == scale_granularity::tensor;
+    const bool block = q.granularity == scale_granularity::block;
+    if (!tensor && !(block && std::has_single_bit(q.group) && q.group <= (1u << 24)))
+      return {errc::invalid_argument, "random_k: the value quantizer needs tensor granularity or "
+                                      "block groups of a power of two up to 2^24"};
+    return q.can_implement(kept(n));
   }
 
   /// First element of stratum j of k over n elements: floor(j n / k), for j <= k.
@@ -102,7 +151,11 @@ struct random_k {
   /// estimate of a finite value near the float maximum can exceed it; it saturates there, so a
   /// finite value never decodes to an infinity.
   COMMPRESS_HOST_DEVICE float decode_kept(std::uint32_t code, std::uint64_t size) const {
-    const float v = decode_value(code);
+    return scale_kept(decode_value(code), size);
+  }
+  /// A decoded kept value (from the wire dtype or the value quantizer) from a stratum of
+  /// `size` elements, times size under `unbiased`, saturating as decode_kept says.
+  COMMPRESS_HOST_DEVICE float scale_kept(float v, std::uint64_t size) const {
     if (!unbiased)
       return v;
     const float scaled = detail::mul_rn(v, static_cast<float>(size));
@@ -119,13 +172,22 @@ struct random_k {
     return detail::decode_as(values, code);
   }
 
-  /// The configurations the fuzzers and the reliability tests run (compress/codec_list.hpp);
-  /// the last keeps every element (one-element strata, so its payload does not depend on the
-  /// step).
-  static constexpr std::array<random_k, 3> examples() {
+  /// The configurations the fuzzers and the reliability tests run (compress/codec_list.hpp):
+  /// fp32 values, unbiased bf16 values, every element kept (one-element strata, so its payload
+  /// does not depend on the step), and quantized values: 2-bit asymmetric in groups of 8, and
+  /// unbiased 3-bit stochastic values under one scale.
+  static constexpr std::array<random_k, 5> examples() {
     return {random_k{.count = 4},
             random_k{.fraction = 0.5f, .unbiased = true, .values = dtype::bf16},
-            random_k{.fraction = 1.0f, .values = dtype::f16}};
+            random_k{.fraction = 1.0f, .values = dtype::f16},
+            random_k{.fraction = 0.25f,
+                     .value_quantizer = {.bits = 2, .group = 8, .range = quant_range::asymmetric}},
+            random_k{.fraction = 0.5f,
+                     .unbiased = true,
+                     .value_quantizer = {.bits = 3,
+                                         .granularity = scale_granularity::tensor,
+                                         .group = 0,
+                                         .round = rounding::stochastic}}};
   }
 
   friend constexpr bool operator==(random_k, random_k) = default;

@@ -18,7 +18,9 @@
 /// - quantize: encode over ranges of whole groups (a per-tensor scale: its statistics over
 ///   element ranges, then the codes), decode and decode_accumulate over element ranges, every
 ///   granularity;
-/// - random_k: encode, decode and decode_accumulate over ranges of strata.
+/// - random_k: encode, decode and decode_accumulate over ranges of strata (quantized values:
+///   the gather and the decoding over ranges of strata, the quantizer's encode on the calling
+///   thread);
 ///
 /// Sequential (seq's code on the calling thread): quantize roundtrip and per-column encode,
 /// random_k roundtrip, every top_k operation (each row needs its own workspace of keys), sign
@@ -431,16 +433,23 @@ template <> struct codec_impl<random_k, cpu::par_t> : par_sequential<random_k> {
       return seq::encode_body(cpu::seq, c, ctx, in, body, ws);
     const rng_key key = ctx.key();
     const std::uint64_t vb = c.value_bytes();
-    return cpu::detail::parallel_sum(
+    // Quantized values: the strata gather in parallel into seq's staging array, then seq's
+    // quantizer encodes them (its groups are over the k kept values, not the n elements).
+    float* const staged = c.quantized() ? seq::staged_values(ws) : nullptr;
+    const std::size_t bad = cpu::detail::parallel_sum(
         p, k, strata_step(p, n, k), [&](std::uint64_t j0, std::uint64_t j1) {
-          std::size_t bad = 0;
+          std::size_t range_bad = 0;
           std::size_t counted = 0; // the kept elements are counted with their strata
-          for_strata(
+          seq::for_strata(
               c, n, key, ctx.step, j0, j1,
               [&](std::uint64_t j, std::uint64_t start, std::uint64_t size, std::uint64_t i) {
                 for (std::uint64_t e = start; e < start + size; ++e)
-                  bad += is_finite(to_float(in[e])) ? 0u : 1u;
+                  range_bad += is_finite(to_float(in[e])) ? 0u : 1u;
                 const float v = screen(to_float(in[i]), ctx.on_nonfinite, counted);
+                if (staged != nullptr) {
+                  staged[j] = v;
+                  return;
+                }
                 const std::uint32_t code = c.encode_value(v);
                 if (vb == 4) {
                   cpu::detail::store_word<std::uint32_t>(body + j * vb, code);
@@ -449,8 +458,11 @@ template <> struct codec_impl<random_k, cpu::par_t> : par_sequential<random_k> {
                                                          static_cast<std::uint16_t>(code));
                 }
               });
-          return bad;
+          return range_bad;
         });
+    if (staged != nullptr)
+      seq::quantize_kept(c, ctx, staged, k, body);
+    return bad;
   }
 
   template <element T>
@@ -462,13 +474,13 @@ template <> struct codec_impl<random_k, cpu::par_t> : par_sequential<random_k> {
       return seq::decode_body(cpu::seq, c, h, body, out);
     const rng_key key = make_rng_key(h.seed, h.tensor_id);
     cpu::detail::parallel_for(p, k, strata_step(p, n, k), [&](std::uint64_t j0, std::uint64_t j1) {
-      for_strata(c, n, key, h.step, j0, j1,
-                 [&](std::uint64_t j, std::uint64_t start, std::uint64_t size, std::uint64_t i) {
-                   std::fill(out.begin() + static_cast<std::ptrdiff_t>(start),
-                             out.begin() + static_cast<std::ptrdiff_t>(start + size),
-                             from_float<T>(0.0f));
-                   out[i] = from_float<T>(c.decode_kept(load_value(c, body, j), size));
-                 });
+      // The range's strata cover elements [start_j0, start_j1): zero them, then the kept ones.
+      std::fill(out.begin() + static_cast<std::ptrdiff_t>(random_k::stratum_start(j0, n, k)),
+                out.begin() + static_cast<std::ptrdiff_t>(random_k::stratum_start(j1, n, k)),
+                from_float<T>(0.0f));
+      seq::for_each_kept(
+          c, n, key, h.step, body, j0, j1,
+          [&](std::uint64_t, std::uint64_t i, float v) { out[i] = from_float<T>(v); });
     });
   }
 
@@ -480,11 +492,10 @@ template <> struct codec_impl<random_k, cpu::par_t> : par_sequential<random_k> {
       return seq::accumulate_body(cpu::seq, c, h, body, acc, weight);
     const rng_key key = make_rng_key(h.seed, h.tensor_id);
     cpu::detail::parallel_for(p, k, strata_step(p, n, k), [&](std::uint64_t j0, std::uint64_t j1) {
-      for_strata(c, n, key, h.step, j0, j1,
-                 [&](std::uint64_t j, std::uint64_t, std::uint64_t size, std::uint64_t i) {
-                   const float v = c.decode_kept(load_value(c, body, j), size);
-                   acc[i] = add_rn(acc[i], mul_rn(weight, v));
-                 });
+      seq::for_each_kept(c, n, key, h.step, body, j0, j1,
+                         [&](std::uint64_t, std::uint64_t i, float v) {
+                           acc[i] = add_rn(acc[i], mul_rn(weight, v));
+                         });
     });
   }
 
@@ -493,26 +504,6 @@ private:
   static std::uint64_t strata_step(const cpu::par_t& p, std::uint64_t n, std::uint64_t k) {
     const std::uint64_t strata = cpu::detail::range_elements(p) / ceil_div(n, k);
     return strata == 0 ? 1 : strata;
-  }
-
-  /// Calls visit(j, start, size, kept index) for the strata [j0, j1) of k = c.kept(n), as seq's
-  /// for_each_stratum does for all of them.
-  template <class Visit>
-  static void for_strata(const random_k& c, std::uint64_t n, rng_key key, std::uint64_t step,
-                         std::uint64_t j0, std::uint64_t j1, Visit&& visit) {
-    const std::uint64_t k = c.kept(n);
-    std::uint64_t start = random_k::stratum_start(j0, n, k);
-    for (std::uint64_t j = j0; j < j1; ++j) {
-      const std::uint64_t end = random_k::stratum_start(j + 1, n, k);
-      visit(j, start, end - start, random_k::pick(start, end - start, random_u32(key, step, j)));
-      start = end;
-    }
-  }
-
-  static std::uint32_t load_value(const random_k& c, const unsigned char* body, std::uint64_t j) {
-    const unsigned char* q = body + j * c.value_bytes();
-    return c.value_bytes() == 4 ? cpu::detail::load_word<std::uint32_t>(q)
-                                : cpu::detail::load_word<std::uint16_t>(q);
   }
 };
 

@@ -5,7 +5,8 @@
 /// @file
 /// CUDA implementation of the random-k codec: one thread per stratum gathers (encode) or
 /// scatters (decode) its kept element; the indices come from the shared Philox stream
-/// (compress/random_k.hpp), regenerated from the payload header when decoding.
+/// (compress/random_k.hpp), regenerated from the payload header when decoding. Quantized kept
+/// values (value_quantizer) have no kernel: they are refused before anything is enqueued.
 
 #include <cuda_runtime.h>
 
@@ -78,6 +79,7 @@ template <> struct codec_impl<random_k, cuda::par_t> {
                           std::uint64_t n, unsigned char* d_body, std::byte*,
                           cuda::detail::control* ctrl) {
     namespace cd = cuda::detail;
+    refuse_quantized(c);
     cd::launch_count_nonfinite(d_in, n, ctrl, s);
     const std::uint64_t k = c.kept(n);
     if (k == 0)
@@ -92,6 +94,7 @@ template <> struct codec_impl<random_k, cuda::par_t> {
                           const unsigned char* d_body, T* d_out, std::uint64_t n, std::byte*,
                           const cuda::detail::control* ctrl, cuda::device_status*) {
     namespace cd = cuda::detail;
+    refuse_quantized(c);
     cd::launch_zero_fill(d_out, n, ctrl, s);
     const std::uint64_t k = c.kept(n);
     if (k == 0)
@@ -106,12 +109,20 @@ template <> struct codec_impl<random_k, cuda::par_t> {
                               float weight, std::byte*, const cuda::detail::control* ctrl,
                               cuda::device_status*) {
     namespace cd = cuda::detail;
+    refuse_quantized(c);
     const std::uint64_t k = c.kept(n);
     if (k == 0)
       return;
     cd::random_k_scatter_kernel<true><<<cd::grid_for(k), cd::block_threads, 0, s>>>(
         c, d_header, d_body, d_acc, n, k, weight, ctrl);
     cd::check_launch();
+  }
+
+private:
+  /// Quantized kept values run on the CPU backends only.
+  static void refuse_quantized(const random_k& c) {
+    COMMPRESS_EXPECTS(!c.quantized(), errc::invalid_argument, "random_k",
+                      "quantized kept values run on the CPU backends only");
   }
 };
 

@@ -87,8 +87,11 @@ struct uniform_stream {
   std::uint64_t step;
   std::uint64_t block = ~std::uint64_t{0};
   rng_block words{};
+  /// Element i draws the word of stream index first_index + i (a multiple of 4: a block start).
+  std::uint64_t first_index = 0;
 
-  COMMPRESS_FORCEINLINE float operator()(std::uint64_t i) {
+  COMMPRESS_FORCEINLINE float operator()(std::uint64_t element) {
+    const std::uint64_t i = first_index + element;
     if ((i >> 2) != block) {
       block = i >> 2;
       words = random_block(key, step, block);
@@ -442,11 +445,13 @@ inline bool group_statistics(quant_range r, const float* x, std::size_t n, std::
 /// Encodes the groups [first_group, last_group) of `in` (block or tensor granularity) into
 /// `body`, or every column (column granularity, whole tensors only); with a checksum, announces
 /// the codes of every finished group of eight. first_group * len is a multiple of 8. Returns
-/// the NaN/Inf count.
+/// the NaN/Inf count. Stochastic rounding draws element i's uniform at stream index
+/// first_index + i (a multiple of 4; 0 for the quantize codec itself, another offset for a
+/// codec whose own random choices use the first indices: compress/random_k.hpp).
 template <element T>
 std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
                    unsigned char* body, format::body_checksum* sum, std::size_t first_group,
-                   std::size_t last_group) {
+                   std::size_t last_group, std::uint64_t first_index = 0) {
   const std::size_t n = in.size();
   if (n == 0)
     return 0;
@@ -454,8 +459,9 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
   const bool poison = c.policy == nonfinite_policy::propagate;
   const rng_key key = ctx.key(); // a Philox block: once per call
   uniform_stream u{key, ctx.step};
+  u.first_index = first_index;
   unsigned char* const codes = body + c.codes;
-  const code_sink sink{c.bits, key, ctx.step, 0, codes, sum, c.codes};
+  const code_sink sink{c.bits, key, ctx.step, first_index, codes, sum, c.codes};
   std::uint32_t buf[8] = {};
   std::size_t bad = 0;
   std::size_t ignored = 0; // the second load of an element must not count it again
