@@ -139,16 +139,20 @@ failures check_identity_all_reduce(Comm& comm,
   return f;
 }
 
-/// random_k with a shared stream and error feedback: every rank gets the same bits, equal to
-/// a replay that encodes every rank's input with a replica EF state, decodes each payload and
-/// adds the decoded tensors in rank order, times 1/N. The worker state matches its replica.
+/// random_k (fp32, fp16 and quantized values) with a shared stream and error feedback: every
+/// rank gets the same bits, equal to a replay that encodes every rank's input with a replica EF
+/// state, decodes each payload and adds the decoded tensors in rank order, times 1/N. The worker state matches its replica.
 /// Mismatched streams are refused on every rank.
 template <class Comm> failures check_random_k_all_reduce(Comm& comm) {
   failures f;
   const int me = static_cast<int>(comm.rank());
   const int ranks = static_cast<int>(comm.size());
-  for (const cp::dtype values : {cp::dtype::f32, cp::dtype::f16}) {
-    const cp::pipeline<cp::ef, cp::random_k> pipe{{}, {.fraction = 0.1f, .values = values}};
+  // fp32, fp16 and 4-bit quantized kept values (summed as their decoded fp32 values).
+  for (const cp::random_k& codec :
+       {cp::random_k{.fraction = 0.1f}, cp::random_k{.fraction = 0.1f, .values = cp::dtype::f16},
+        cp::random_k{.fraction = 0.1f,
+        .value_quantizer = {.bits = 4, .group = 32, .range = cp::quant_range::asymmetric}}}) {
+    const cp::pipeline<cp::ef, cp::random_k> pipe{{}, codec};
     const std::uint64_t n = 997;
     const cp::all_reduce_plan plan(pipe, n, ranks, {.rank_ordered = true});
     auto st = plan.make_state();
