@@ -38,11 +38,13 @@ inline constexpr std::size_t config_count = [] {
 }();
 
 /// @brief Whether codec c's payload depends on the context's step (its random choices): random-k
-/// unless every stratum holds one element, stochastic rounding (of quantize, or of top_k's kept
-/// values), the stochastic block-scaled codecs, the rotated codecs.
+/// unless every stratum holds one element and its values are not stochastically rounded,
+/// stochastic rounding (of quantize, or of top_k's kept values), the stochastic block-scaled
+/// codecs, the rotated codecs.
 template <class C> constexpr bool step_dependent(const C& c) {
   if constexpr (std::is_same_v<C, random_k>) {
-    return !(c.count == 0 && c.fraction >= 1.0f);
+    return !(c.count == 0 && c.fraction >= 1.0f) ||
+           (c.quantized() && c.value_quantizer.round == rounding::stochastic);
   } else if constexpr (std::is_same_v<C, quantize>) {
     return c.round == rounding::stochastic;
   } else if constexpr (std::is_same_v<C, top_k>) {
