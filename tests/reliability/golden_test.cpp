@@ -25,7 +25,11 @@
 // - the quantized top-k digest was recorded when the value quantizer was added, from a build in
 //   which its bodies equalled the index sections followed by the quantize body of the kept
 //   values (top_k_quantized_test.cpp) and the Python decoder written from the document read
-//   them back.
+//   them back;
+// - the quantized random-k digest was recorded when its value quantizer was added, from a build
+//   in which its bodies equalled the quantize body of the kept values in stratum order
+//   (random_k_quantized_test.cpp) and the Python decoder written from the document read them
+//   back.
 
 #include <doctest/doctest.h>
 
@@ -301,6 +305,31 @@ template <class Policy> std::uint64_t sparse_quantized_digest(const Policy& p) {
   return d.h;
 }
 
+/// random_k with quantized kept values: both ranges, both roundings, one scale and block
+/// scales, biased and unbiased, at two densities.
+template <class Policy> std::uint64_t random_k_quantized_digest(const Policy& p) {
+  digest d;
+  for (unsigned bits : {2u, 4u})
+    for (auto range : {cp::quant_range::symmetric, cp::quant_range::asymmetric})
+      for (auto round : {cp::rounding::nearest, cp::rounding::stochastic})
+        for (std::uint32_t group : {0u, 64u}) {
+          const cp::quantize q{.bits = bits,
+                               .granularity = group == 0 ? cp::scale_granularity::tensor
+                                                         : cp::scale_granularity::block,
+                               .group = group,
+                               .range = range,
+                               .round = round};
+          for (const cp::random_k& c :
+               {cp::random_k{.fraction = 0.05f, .value_quantizer = q},
+                cp::random_k{.count = 300, .unbiased = true, .value_quantizer = q}})
+            for (std::size_t n : {0u, 64u, 1024u, 70016u})
+              for (int kind = 0; kind < 4; ++kind)
+                for (auto policy : policies)
+                  run_all_types(p, d, c, input(n, kind, 5), policy, 2, n < 2000 && kind < 2);
+        }
+  return d.h;
+}
+
 /// Several steps of a feedback pipeline on one tensor: payloads and the sender state.
 template <class Pipe> void run_pipeline(digest& d, const Pipe& pipe, std::size_t n) {
   auto state = pipe.make_state(n);
@@ -359,6 +388,7 @@ constexpr std::uint64_t golden_feedback = 0x38fcfac18ed7b30bull;
 constexpr std::uint64_t golden_scaled_codecs = 0xe69084f10c4d1398ull;
 constexpr std::uint64_t golden_stochastic_codecs = 0x4c1b602a762fbcb4ull;
 constexpr std::uint64_t golden_sparse_quantized = 0xac1fcd83bf3c66ccull;
+constexpr std::uint64_t golden_random_k_quantized = 0x63e35368a59ed6f3ull;
 
 } // namespace
 
@@ -397,6 +427,13 @@ TEST_SUITE("reliability") {
     check_digest("sparse quantized (par)",
                  sparse_quantized_digest(cp::cpu::par_t{.threads = 3, .grain = 256}),
                  golden_sparse_quantized);
+  }
+  TEST_CASE("golden: random-k with quantized values writes and reads the recorded bytes") {
+    check_digest("random_k quantized (seq)", random_k_quantized_digest(cp::cpu::seq),
+                 golden_random_k_quantized);
+    check_digest("random_k quantized (par)",
+                 random_k_quantized_digest(cp::cpu::par_t{.threads = 3, .grain = 256}),
+                 golden_random_k_quantized);
   }
   TEST_CASE("golden: error feedback and LoCo steps write the recorded payloads and states") {
     check_digest("feedback", feedback_digest(), golden_feedback);
