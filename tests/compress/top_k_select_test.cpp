@@ -8,15 +8,18 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "commpress/backend/cpu/detail/top_k_select.hpp"
+#include "commpress/backend/cpu/par.hpp"
 #include "commpress/backend/cpu/top_k.hpp"
 #include "commpress/codec_ops.hpp"
 #include "commpress/core/rng.hpp"
@@ -270,5 +273,179 @@ TEST_SUITE("compress") {
             CHECK(wrong == 0);
           }
     }
+  }
+}
+
+namespace {
+
+/// Rows that stress top_k_small's tie rule: data 0 smooth, 1 few distinct magnitudes, 2 all
+/// equal, 3 zeros of both signs among a few values, 4 NaN/Inf among ties, 5 denormals and zeros,
+/// 6 every special at once.
+std::vector<float> awkward_row(std::size_t d, int data, std::uint32_t stream) {
+  std::vector<float> x = smooth(d, stream);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (std::size_t i = 0; i < d; ++i) {
+    const std::uint32_t w = word(stream + 1000, i);
+    if (data == 1)
+      x[i] = static_cast<float>(static_cast<int>(w % 5) - 2); // -2..2: heavy ties, +-0 included
+    if (data == 2)
+      x[i] = w % 2 ? 0.75f : -0.75f;
+    if (data == 3)
+      x[i] = w % 4 == 0 ? 1.0f + static_cast<float>(w % 3) : (w % 8 < 4 ? 0.0f : -0.0f);
+    if (data == 4) {
+      const float pick[] = {inf, -inf, nan, -nan, 1.0f, -1.0f, 0.0f};
+      x[i] = pick[w % 7];
+    }
+    if (data == 5) // denormals: keys 0..7, with sign bits
+      x[i] = std::bit_cast<float>((w % 8) | (w & 0x80000000u));
+    if (data == 6) {
+      const float pick[] = {inf,
+                            nan,
+                            -0.0f,
+                            0.0f,
+                            std::bit_cast<float>(1u),
+                            x[i],
+                            std::bit_cast<float>(0x7fc00001u),
+                            std::bit_cast<float>(0xff800000u)};
+      x[i] = pick[w % 8];
+    }
+  }
+  return x;
+}
+
+} // namespace
+
+TEST_SUITE("compress") {
+  TEST_CASE("top_k_small: keeps what a sort of the row by (key descending, index ascending) "
+            "keeps, in increasing index, with the screened bits and the NaN/Inf count, for every "
+            "row length up to 300 and k up to small_top_k_max") {
+    std::size_t wrong = 0, checked = 0;
+    for (std::uint64_t d = 1; d <= 300; ++d)
+      for (int data = 0; data < 7; ++data) {
+        // The row alone in its buffer, so that a read past it would go past the allocation.
+        const std::vector<float> x =
+            awkward_row(d, data, static_cast<std::uint32_t>(d * 7 + static_cast<unsigned>(data)));
+        const auto nonfinite = static_cast<std::size_t>(
+            std::count_if(x.begin(), x.end(), [](float v) { return !std::isfinite(v); }));
+        for (std::uint64_t k = 1; k <= std::min(d, cd::small_top_k_max); ++k)
+          for (bool zero_nonfinite : {false, true}) {
+            std::vector<std::uint32_t> index(k, ~0u), bits(k, ~0u);
+            const std::size_t bad =
+                cd::top_k_small(x.data(), d, k, zero_nonfinite, index.data(), bits.data());
+            const auto want = reference_kept(x, k, zero_nonfinite);
+            bool ok = bad == nonfinite && index == want;
+            for (std::uint64_t j = 0; ok && j < k; ++j) {
+              const std::uint32_t b = bits_of(x[want[j]]);
+              const bool zero = zero_nonfinite && (b & 0x7fffffffu) >= 0x7f800000u;
+              ok = bits[j] == (zero ? 0u : b);
+            }
+            if (!ok) {
+              CAPTURE(d);
+              CAPTURE(data);
+              CAPTURE(k);
+              CAPTURE(zero_nonfinite);
+              CHECK(index == want);
+              CHECK(bad == nonfinite);
+            }
+            wrong += ok ? 0u : 1u;
+            ++checked;
+          }
+      }
+    CHECK(wrong == 0);
+    CHECK(checked > 20000);
+  }
+
+  TEST_CASE("top_k_small: consecutive rows of one buffer, the last one shorter, each see only "
+            "their own elements") {
+    const std::vector<float> x = awkward_row(64 * 5 + 23, 1, 77);
+    for (std::uint64_t k = 1; k <= cd::small_top_k_max; ++k)
+      for (std::uint64_t at = 0; at < x.size(); at += 64) {
+        const std::uint64_t d = std::min<std::uint64_t>(64, x.size() - at);
+        std::vector<std::uint32_t> index(k), bits(k);
+        cd::top_k_small(x.data() + at, d, k, false, index.data(), bits.data());
+        const std::vector<float> row(x.begin() + static_cast<std::ptrdiff_t>(at),
+                                     x.begin() + static_cast<std::ptrdiff_t>(at + d));
+        CAPTURE(k);
+        CAPTURE(at);
+        CHECK(index == reference_kept(row, k, false));
+      }
+  }
+
+  TEST_CASE("top_k: chunked rows (the small-k path and, past it, the general one) encode the "
+            "sorted selection for every index format, value dtype and policy, and cpu::par "
+            "writes cpu::seq's bytes") {
+    for (std::uint32_t row : {1u, 3u, 8u, 16u, 17u, 40u, 64u, 100u, 256u, 300u})
+      for (int data = 0; data < 7; ++data) {
+        const std::vector<float> x = awkward_row(std::size_t{row} * 6, data,
+                                                 500 + row * 11 + static_cast<std::uint32_t>(data));
+        for (std::uint64_t k = 1; k <= std::min<std::uint64_t>(row, cd::small_top_k_max + 2); ++k)
+          for (auto values : {cp::dtype::f32, cp::dtype::f16, cp::dtype::bf16})
+            for (auto policy :
+                 {cp::nonfinite_policy::propagate, cp::nonfinite_policy::zero_and_count}) {
+              CAPTURE(row);
+              CAPTURE(data);
+              CAPTURE(k);
+              CAPTURE(static_cast<int>(values));
+              CAPTURE(static_cast<int>(policy));
+              const cp::top_k c{.count = k, .row_length = row, .values = values};
+              const cp::context ctx{.on_nonfinite = policy};
+              std::vector<std::byte> p(cp::max_payload_bytes(c, x.size()));
+              std::vector<std::byte> ws(cp::workspace_bytes(cp::cpu::seq, c, x.size()));
+              const auto r = cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(x),
+                                        std::span(p), std::span(ws));
+              std::vector<std::byte> p2(p.size());
+              std::vector<std::byte> ws2(cp::workspace_bytes(cp::cpu::par, c, x.size()));
+              const auto r2 = cp::encode(cp::cpu::par, c, ctx, std::span<const float>(x),
+                                         std::span(p2), std::span(ws2));
+              CHECK(p2 == p);
+              CHECK(r2.nonfinite == r.nonfinite);
+              CHECK(r.nonfinite ==
+                    static_cast<std::size_t>(std::count_if(
+                        x.begin(), x.end(), [](float v) { return !std::isfinite(v); })));
+              // bf16 input selects on the same fp32 values (every bf16 is one).
+              std::vector<cp::bfloat16> xb(x.size());
+              std::vector<float> xr(x.size());
+              for (std::size_t i = 0; i < x.size(); ++i) {
+                xb[i] = cp::to_bfloat16(x[i]);
+                xr[i] = cp::to_float(xb[i]);
+              }
+              std::vector<std::byte> pb(p.size());
+              cp::encode(cp::cpu::seq, c, ctx, std::span<const cp::bfloat16>(xb), std::span(pb),
+                         std::span(ws));
+              std::vector<std::byte> pr(p.size());
+              cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(xr), std::span(pr),
+                         std::span(ws));
+              // The headers differ in the element dtype (and so the checksum): the bodies not.
+              const auto body = [](const std::vector<std::byte>& q) {
+                return std::vector<std::byte>(
+                    q.begin() + static_cast<std::ptrdiff_t>(cp::format::header_bytes), q.end());
+              };
+              CHECK(body(pb) == body(pr));
+
+              std::vector<float> y(x.size());
+              cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), std::span(y));
+              std::vector<float> z = x;
+              const auto rr = cp::roundtrip(cp::cpu::seq, c, ctx, std::span(z), std::span(ws));
+              CHECK(rr.nonfinite == r.nonfinite);
+              const bool zero = policy == cp::nonfinite_policy::zero_and_count;
+              std::size_t wrong = 0;
+              for (std::uint64_t base = 0; base < x.size(); base += row) {
+                const std::vector<float> xs(x.begin() + static_cast<std::ptrdiff_t>(base),
+                                            x.begin() + static_cast<std::ptrdiff_t>(base + row));
+                std::vector<bool> keep(row, false);
+                for (std::uint32_t i : reference_kept(xs, k, zero))
+                  keep[i] = true;
+                for (std::uint64_t i = 0; i < row; ++i) {
+                  const float v = zero && !std::isfinite(xs[i]) ? 0.0f : xs[i];
+                  const float want = keep[i] ? c.decode_value(c.encode_value(v)) : 0.0f;
+                  const bool same = bits_of(want) == bits_of(y[base + i]) ||
+                                    (std::isnan(want) && std::isnan(y[base + i]));
+                  wrong += !same || bits_of(z[base + i]) != bits_of(y[base + i]);
+                }
+              }
+              CHECK(wrong == 0);
+            }
+      }
   }
 }

@@ -10,9 +10,11 @@
 /// is the tie rule of compress/top_k.hpp. O(d) per row. Rows of at least
 /// cpu::detail::sampled_top_k_min_row fp32 elements first try the sampled-threshold method of
 /// detail/top_k_select.hpp, which selects the same set, so writes the same bytes, in one
-/// streaming pass, which also writes a bitmap index 16 bits at a time. Either way only the kept
-/// elements are written: the bitmap is cleared up front and the in-place roundtrip clears the
-/// rest of the row in bulk.
+/// streaming pass, which also writes a bitmap index 16 bits at a time. Rows shorter than that
+/// with few kept elements (chunked top-k: 2 of every 64) take top_k_small of the same file, two
+/// vector passes with the k best keys of each lane in registers, which also selects the same
+/// set. Either way only the kept elements are written: the bitmap is cleared up front and the
+/// in-place roundtrip clears the rest of the row in bulk.
 ///
 /// Quantized values: the selection writes every row's kept values as fp32 into the workspace,
 /// then the quantize group pipeline (detail/quantize_groups.hpp) encodes them as one dense
@@ -78,6 +80,14 @@ template <> struct codec_impl<top_k, cpu::seq_t> {
     for (std::uint64_t r = 0; r < rows; ++r) {
       unsigned char* idx = body + r * ib;
       unsigned char* val = values + r * k * vb;
+      if (small_row(d, k)) {
+        std::uint32_t index[cpu::detail::small_top_k_max], bits[cpu::detail::small_top_k_max];
+        bad += cpu::detail::top_k_small(fp32_row(in.data() + r * d, d, ws), d, k,
+                                        ctx.on_nonfinite == nonfinite_policy::zero_and_count, index,
+                                        bits);
+        write_small(index, bits, k, bitmap, ib, width, vtype, idx, val);
+        continue;
+      }
       const auto kept =
           sampled_row(raw_row(in.data() + r * d), d, k, ctx.on_nonfinite, keys_of(ws), bad,
                       bitmap ? idx : nullptr, vtype == dtype::f32 ? val : nullptr);
@@ -144,6 +154,15 @@ template <> struct codec_impl<top_k, cpu::seq_t> {
     std::size_t bad = 0;
     for (std::uint64_t r = 0; r < c.rows(n); ++r) {
       float* row = x.data() + r * d;
+      if (small_row(d, k)) { // the row is read in full first: clear it, then write the kept
+        std::uint32_t index[cpu::detail::small_top_k_max], bits[cpu::detail::small_top_k_max];
+        bad += cpu::detail::top_k_small(
+            row, d, k, ctx.on_nonfinite == nonfinite_policy::zero_and_count, index, bits);
+        std::fill(row, row + d, 0.0f);
+        for (std::uint64_t j = 0; j < k; ++j)
+          row[index[j]] = c.decode_value(c.encode_value(std::bit_cast<float>(bits[j])));
+        continue;
+      }
       const auto kept = sampled_row(row, d, k, ctx.on_nonfinite, keys_of(ws), bad);
       if (kept.index != nullptr) { // the row was read in full: clear it, then the kept
         std::fill(row, row + d, 0.0f);
@@ -206,6 +225,49 @@ private:
       return {nullptr, nullptr};
     return cpu::detail::top_k_sampled(raw, d, k, policy == nonfinite_policy::zero_and_count, keys,
                                       bad, bitmap, values);
+  }
+
+  /// Whether a row takes detail/top_k_select.hpp's top_k_small: few kept elements of a row too
+  /// short for the sampled method (chunked top-k), where the general method's per-row machinery
+  /// costs far more than reading the row.
+  static bool small_row(std::uint64_t d, std::uint64_t k) {
+    return k != 0 && k <= cpu::detail::small_top_k_used && d < cpu::detail::sampled_top_k_min_row;
+  }
+
+  /// The row as fp32: itself, or fp16/bf16 input converted into the workspace's key array.
+  template <class T>
+  static const float* fp32_row(const T* p, std::uint64_t d, std::span<std::byte> ws) {
+    if constexpr (std::is_same_v<T, float>) {
+      return p;
+    } else {
+      auto* row = reinterpret_cast<float*>(keys_of(ws));
+      for (std::uint64_t i = 0; i < d; ++i)
+        row[i] = to_float(p[i]);
+      return row;
+    }
+  }
+
+  /// Writes a row's index and value sections from top_k_small's arrays.
+  static void write_small(const std::uint32_t* index, const std::uint32_t* bits, std::uint64_t k,
+                          bool bitmap, std::uint64_t ib, unsigned width, dtype values,
+                          unsigned char* idx, unsigned char* val) {
+    if (bitmap) {
+      std::memset(idx, 0, ib);
+      for (std::uint64_t j = 0; j < k; ++j)
+        idx[index[j] / 8] = static_cast<unsigned char>(idx[index[j] / 8] | 1u << (index[j] % 8));
+    } else if (width == 1) {
+      for (std::uint64_t j = 0; j < k; ++j)
+        idx[j] = static_cast<unsigned char>(index[j]);
+    } else {
+      for (std::uint64_t j = 0; j < k; ++j)
+        store_index(idx + j * width, width, index[j]);
+    }
+    if (values == dtype::f32) {
+      std::memcpy(val, bits, 4 * k); // little-endian host, as element_io.hpp asserts
+    } else {
+      for (std::uint64_t j = 0; j < k; ++j)
+        store_value(val + 2 * j, 2, encode_as(values, std::bit_cast<float>(bits[j])));
+    }
   }
 
   /// Writes a row's index and value sections from sampled_row's arrays (a bitmap, and values

@@ -314,4 +314,178 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
   return {idx, values == nullptr ? val : nullptr};
 }
 
+/// Largest k that top_k_small handles: it keeps k sorted vectors of keys in registers.
+inline constexpr std::uint64_t small_top_k_max = 8;
+
+/// Largest k for which the top_k codec takes top_k_small: beyond 4 lists, the plain-C++ layer's
+/// 16-lane vectors no longer fit SSE2's registers and the method is no faster than the general
+/// one (bench/README.md, "Chunked top-k").
+#if defined(COMMPRESS_SIMD_AVX512) || defined(COMMPRESS_SIMD_AVX2)
+inline constexpr std::uint64_t small_top_k_used = small_top_k_max;
+#else
+inline constexpr std::uint64_t small_top_k_used = 4;
+#endif
+
+/// The state of top_k_small_fixed's two passes over a row.
+template <unsigned K> struct small_top_k {
+  simd::vu top[K];    ///< per lane, its K largest keys so far: top[0] >= top[1] >= ...
+  simd::vu nonfinite; ///< per lane, its NaN/Inf count
+  std::uint32_t t;    ///< the K-th largest key of the row
+  std::uint32_t ties; ///< keys == t still to keep
+  std::uint64_t word; ///< kept bits of the current 64 elements
+  unsigned m;         ///< kept elements written
+
+  /// |x| bits of a vector, NaN/Inf as 0 under zero_nonfinite; nf gets the NaN/Inf lanes.
+  static COMMPRESS_FORCEINLINE simd::vu key_of(simd::vu v, bool zero_nonfinite, simd::vm& nf) {
+    using namespace simd;
+    const vu key = and_u32(v, splat_u32(0x7fffffffu));
+    nf = gt_i32(key, splat_u32(0x7f7fffffu));
+    return zero_nonfinite ? clear(nf, key) : key;
+  }
+
+  /// Pass 1 on one vector: each lane's key joins its list by a compare-exchange chain (keys are
+  /// below 2^31: signed and unsigned order agree).
+  COMMPRESS_FORCEINLINE void insert(simd::vu v, bool zero_nonfinite) {
+    using namespace simd;
+    vm nf;
+    vu key = key_of(v, zero_nonfinite, nf);
+    nonfinite = count_lanes(nonfinite, nf);
+    for (unsigned j = 0; j < K; ++j) {
+#if defined(COMMPRESS_SIMD_AVX512) || defined(COMMPRESS_SIMD_AVX2)
+      const vu larger = max_i32(top[j], key);
+      key = min_i32(top[j], key);
+#else
+      // The plain-C++ layer's max/min have no SSE2 instruction and stay scalar; a compare and
+      // two selects are vectorized.
+      const vm up = gt_i32(key, top[j]);
+      const vu larger = select(up, key, top[j]);
+      key = select(up, top[j], key);
+#endif
+      top[j] = larger;
+    }
+  }
+
+  /// t and ties from the lane lists: K rounds of "take the largest list head, pop it from one
+  /// lane that holds it". The row's K largest keys, with their multiplicity, are among the
+  /// lists; a lane popped p <= r times has p stale entries at its end, which the remaining
+  /// K - 1 - r rounds never reach.
+  COMMPRESS_FORCEINLINE void kth() {
+    using namespace simd;
+    std::uint32_t heads[K]; // the row's K largest keys, non-increasing
+    for (unsigned r = 0; r < K; ++r) {
+      heads[r] = reduce_max_u32(top[0]);
+      if (r + 1 == K)
+        break;
+      const auto lane =
+          static_cast<unsigned>(std::countr_zero(mask_bits(eq_u32(top[0], splat_u32(heads[r])))));
+      const vm one = mask_from_bits(1u << lane);
+      for (unsigned j = 0; j + 1 < K; ++j)
+        top[j] = select(one, top[j + 1], top[j]);
+    }
+    t = heads[K - 1];
+    ties = 0;
+    for (unsigned r = 0; r < K; ++r)
+      ties += heads[r] == t ? 1u : 0u;
+  }
+
+  /// Pass 2 on the vector of elements [at, at + lanes), of which the `valid` lanes are in the
+  /// row: keep every key > t and the first `ties` keys == t; the indices of each 64 elements
+  /// come out of one word, in increasing order.
+  COMMPRESS_FORCEINLINE void keep(simd::vu v, bool zero_nonfinite, std::uint64_t at, bool last,
+                                  std::uint32_t valid, std::uint32_t* index) {
+    using namespace simd;
+    vm nf;
+    const vu key = key_of(v, zero_nonfinite, nf);
+    std::uint32_t kept = mask_bits(gt_i32(key, splat_u32(t))) & valid;
+    std::uint32_t eq = mask_bits(eq_u32(key, splat_u32(t))) & valid;
+    if ((eq & (eq - 1)) == 0) { // at most one key == t here: the usual case, without a branch
+      const std::uint32_t take = ties != 0 ? eq : 0u;
+      kept |= take;
+      ties -= take != 0 ? 1u : 0u;
+    } else {
+      for (; eq != 0 && ties != 0; eq &= eq - 1, --ties)
+        kept |= eq & (0u - eq);
+    }
+    word |= std::uint64_t{kept} << (at % 64);
+    if ((at + lanes) % 64 == 0 || last) {
+      const auto base = static_cast<std::uint32_t>(at - at % 64);
+      for (; word != 0; word &= word - 1)
+        index[m++] = base + static_cast<std::uint32_t>(std::countr_zero(word));
+    }
+  }
+};
+
+/// Exact top-K of one fp32 row of d elements (1 <= K <= d, d < 2^32) for small K, as rows of a
+/// chunked top-k (2 of every 64) are: the general method's key array, std::nth_element and
+/// per-element callbacks cost far more than the row's one read (bench/README.md, "Chunked
+/// top-k"). Two branch-free passes over the row:
+/// 1. every lane keeps the K largest keys it sees (|x| bits, screened by the non-finite policy),
+///    sorted, by a compare-exchange chain of vector max/min; the row's K largest keys, with
+///    their multiplicity, are among those lane lists, so K rounds of "take the largest list
+///    head, pop it from one lane" give the K-th largest key t and how many keys exceed it. The
+///    lists start at key 0 and the vector past the row's end is padded with +0: keys no larger
+///    than t, which change neither t (there are K real keys >= t) nor the count above it.
+/// 2. keep every key > t and the first K - (keys > t) keys == t by index: the tie rule of
+///    compress/top_k.hpp, as select_row applies it, so the same set; the kept bits of up to 64
+///    elements are gathered into one word before the indices come out of it in increasing order.
+/// Writes the kept indices, increasing, to index[0..K) and their screened fp32 bits (NaN/Inf as
+/// +0 under zero_nonfinite) to bits[0..K); returns the row's NaN/Inf count.
+template <unsigned K>
+inline std::size_t top_k_small_fixed(const float* COMMPRESS_RESTRICT x, std::uint64_t d,
+                                     bool zero_nonfinite, std::uint32_t* COMMPRESS_RESTRICT index,
+                                     std::uint32_t* COMMPRESS_RESTRICT bits) {
+  static_assert(K >= 1 && K <= small_top_k_max);
+  using namespace simd;
+  const std::uint64_t full = d - d % lanes; // elements in whole vectors
+  float tail[lanes] = {};                   // the rest, padded with +0
+  std::memcpy(tail, x + full, 4 * (d - full));
+  small_top_k<K> s;
+  for (unsigned j = 0; j < K; ++j)
+    s.top[j] = splat_u32(0);
+  s.nonfinite = splat_u32(0);
+  for (std::uint64_t at = 0; at < full; at += lanes)
+    s.insert(load_u32(x + at), zero_nonfinite);
+  if (full < d)
+    s.insert(load_u32(tail), zero_nonfinite);
+  s.kth();
+  s.word = 0;
+  s.m = 0;
+  const std::uint32_t all = (std::uint32_t{1} << (lanes - 1) << 1) - 1u;
+  for (std::uint64_t at = 0; at < full; at += lanes)
+    s.keep(load_u32(x + at), zero_nonfinite, at, at + lanes == d, all, index);
+  if (full < d)
+    s.keep(load_u32(tail), zero_nonfinite, full, true, (1u << (d - full)) - 1u, index);
+  for (unsigned j = 0; j < K; ++j) {
+    std::uint32_t u;
+    std::memcpy(&u, x + index[j], 4);
+    bits[j] = zero_nonfinite && (u & 0x7fffffffu) >= 0x7f800000u ? 0u : u;
+  }
+  return static_cast<std::size_t>(reduce_add_u32(s.nonfinite));
+}
+
+/// top_k_small_fixed for a run-time k, 1 <= k <= min(d, small_top_k_max).
+inline std::size_t top_k_small(const float* COMMPRESS_RESTRICT x, std::uint64_t d, std::uint64_t k,
+                               bool zero_nonfinite, std::uint32_t* COMMPRESS_RESTRICT index,
+                               std::uint32_t* COMMPRESS_RESTRICT bits) {
+  static_assert(small_top_k_max == 8, "one case per k");
+  switch (k) {
+  case 1:
+    return top_k_small_fixed<1>(x, d, zero_nonfinite, index, bits);
+  case 2:
+    return top_k_small_fixed<2>(x, d, zero_nonfinite, index, bits);
+  case 3:
+    return top_k_small_fixed<3>(x, d, zero_nonfinite, index, bits);
+  case 4:
+    return top_k_small_fixed<4>(x, d, zero_nonfinite, index, bits);
+  case 5:
+    return top_k_small_fixed<5>(x, d, zero_nonfinite, index, bits);
+  case 6:
+    return top_k_small_fixed<6>(x, d, zero_nonfinite, index, bits);
+  case 7:
+    return top_k_small_fixed<7>(x, d, zero_nonfinite, index, bits);
+  default:
+    return top_k_small_fixed<8>(x, d, zero_nonfinite, index, bits);
+  }
+}
+
 } // namespace commpress::cpu::detail
