@@ -158,6 +158,13 @@ int main(int argc, char** argv) {
                 .row_length = 64,
                 .value_quantizer = {.bits = 2, .group = 64, .range = quant_range::asymmetric}});
   register_codec("random_k_1pct", cp::random_k{.fraction = 0.01f});
+  // random-k at the chunked top-k's density, 1 of every 32 elements, with fp32 values and with
+  // 2-bit values (one scale per 64 kept values): no indices either way
+  register_codec("random_k_1of32", cp::random_k{.fraction = 1.0f / 32});
+  register_codec(
+      "random_k_1of32_q2",
+      cp::random_k{.fraction = 1.0f / 32,
+                   .value_quantizer = {.bits = 2, .group = 64, .range = quant_range::asymmetric}});
   register_codec("sign_rms_tensor", cp::sign{.scale = cp::sign_scale::rms});
   register_codec("fp8_e4m3_block128", cp::fp8{});
   register_codec("fp8_e5m2_tensor", cp::fp8{.format = cp::minifloat::e5m2,
