@@ -162,6 +162,29 @@ TEST_CASE("the transform keeps the norm, and its inverse returns the input to ro
   }
 }
 
+TEST_CASE("the fast transform takes the butterflies of the definition, bit for bit") {
+  // walsh_hadamard groups strides into radix-8 and radix-4 passes; each output must still be
+  // the same additions on the same operands as one radix-2 stride after the other.
+  std::mt19937_64 gen(3);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (std::uint64_t m = 1; m <= (std::uint64_t{1} << cp::hadamard_max_log2); m *= 2) {
+    CAPTURE(m);
+    std::vector<double> x(m);
+    for (double& v : x) // magnitudes over many binades, so that a reordered sum rounds apart
+      v = normal(gen) * std::exp(4.0 * normal(gen));
+    std::vector<double> want = x;
+    for (std::uint64_t h = 1; h < m; h *= 2)
+      for (std::uint64_t i = 0; i < m; i += 2 * h)
+        for (std::uint64_t j = i; j < i + h; ++j) {
+          const double a = want[j], b = want[j + h];
+          want[j] = a + b;
+          want[j + h] = a - b;
+        }
+    cp::detail::walsh_hadamard(x.data(), m);
+    CHECK(std::memcmp(x.data(), want.data(), 8 * m) == 0);
+  }
+}
+
 TEST_CASE("a short window is rotated in the power-of-two pieces of its length") {
   // 13 = 8 + 4 + 1: the pieces do not mix, so a vector in one piece stays in it.
   std::vector<double> x(13, 0.0);

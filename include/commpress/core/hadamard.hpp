@@ -49,12 +49,54 @@ COMMPRESS_HOST_DEVICE constexpr rng_key rotation_key(std::uint64_t seed, std::ui
 
 namespace detail {
 
+/// Three strides of butterflies, h, 2h and 4h, on the groups of eight elements g_t[j] = x[j +
+/// t h] (t = 0..7) for j in [0, h): the operations of the three strides one after the other,
+/// on the same operands, so the same bits, in one pass over the rows instead of three. The
+/// rows are disjoint, which the restrict pointers tell the compiler, so the loop vectorizes.
+COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE void walsh_hadamard_radix8(
+    double* COMMPRESS_RESTRICT g0, double* COMMPRESS_RESTRICT g1, double* COMMPRESS_RESTRICT g2,
+    double* COMMPRESS_RESTRICT g3, double* COMMPRESS_RESTRICT g4, double* COMMPRESS_RESTRICT g5,
+    double* COMMPRESS_RESTRICT g6, double* COMMPRESS_RESTRICT g7, std::uint64_t h) {
+  for (std::uint64_t j = 0; j < h; ++j) {
+    const double a0 = g0[j] + g1[j], a1 = g0[j] - g1[j];
+    const double a2 = g2[j] + g3[j], a3 = g2[j] - g3[j];
+    const double a4 = g4[j] + g5[j], a5 = g4[j] - g5[j];
+    const double a6 = g6[j] + g7[j], a7 = g6[j] - g7[j];
+    const double b0 = a0 + a2, b2 = a0 - a2, b1 = a1 + a3, b3 = a1 - a3;
+    const double b4 = a4 + a6, b6 = a4 - a6, b5 = a5 + a7, b7 = a5 - a7;
+    g0[j] = b0 + b4;
+    g4[j] = b0 - b4;
+    g1[j] = b1 + b5;
+    g5[j] = b1 - b5;
+    g2[j] = b2 + b6;
+    g6[j] = b2 - b6;
+    g3[j] = b3 + b7;
+    g7[j] = b3 - b7;
+  }
+}
+
+/// Strides h and 2h on the groups of four rows g_t[j] = x[j + t h], as walsh_hadamard_radix8.
+COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE void
+walsh_hadamard_radix4(double* COMMPRESS_RESTRICT g0, double* COMMPRESS_RESTRICT g1,
+                      double* COMMPRESS_RESTRICT g2, double* COMMPRESS_RESTRICT g3,
+                      std::uint64_t h) {
+  for (std::uint64_t j = 0; j < h; ++j) {
+    const double a0 = g0[j] + g1[j], a1 = g0[j] - g1[j];
+    const double a2 = g2[j] + g3[j], a3 = g2[j] - g3[j];
+    g0[j] = a0 + a2;
+    g2[j] = a0 - a2;
+    g1[j] = a1 + a3;
+    g3[j] = a1 - a3;
+  }
+}
+
 /// The unnormalised fast Walsh-Hadamard transform of x[0, m), m a power of two, in place: the
 /// butterflies (a, b) -> (a + b, a - b) at strides 1, 2, 4, ... (H_m in Sylvester's order).
 /// Butterflies of one stride are independent, and those of strides 1, 2 and 4 stay within an
-/// aligned group of 8, so each group takes its three strides at once: the same additions, in a
-/// form the compiler keeps in registers; from stride 8 on, a stride's butterflies are
-/// contiguous runs that vectorize.
+/// aligned group of 8, so each group takes its three strides at once, in registers. From
+/// stride 8 on, strides are taken three at a time (walsh_hadamard_radix8), and the one or two
+/// left over when m is not a power of 8 together: the same additions on the same operands, in
+/// fewer passes over the window.
 COMMPRESS_HOST_DEVICE inline void walsh_hadamard(double* x, std::uint64_t m) {
   std::uint64_t h = 1;
   if (m >= 8) {
@@ -75,7 +117,16 @@ COMMPRESS_HOST_DEVICE inline void walsh_hadamard(double* x, std::uint64_t m) {
     }
     h = 8;
   }
-  for (; h < m; h *= 2)
+  for (; 8 * h <= m; h *= 8)
+    for (std::uint64_t i = 0; i < m; i += 8 * h)
+      walsh_hadamard_radix8(x + i, x + i + h, x + i + 2 * h, x + i + 3 * h, x + i + 4 * h,
+                            x + i + 5 * h, x + i + 6 * h, x + i + 7 * h, h);
+  if (4 * h <= m) {
+    for (std::uint64_t i = 0; i < m; i += 4 * h)
+      walsh_hadamard_radix4(x + i, x + i + h, x + i + 2 * h, x + i + 3 * h, h);
+    h *= 4;
+  }
+  for (; h < m; h *= 2) // m < 8 (h = 1, 2, 4), or one stride left
     for (std::uint64_t i = 0; i < m; i += 2 * h)
       for (std::uint64_t j = i; j < i + h; ++j) {
         const double a = x[j];
