@@ -490,20 +490,32 @@ void bind_types(nb::module_& m) {
     add_common(c, "top_k", {"fraction", "count", "row_length", "values", "value_quantizer"});
   }
   {
-    auto c = nb::class_<random_k>(m, "random_k", "Shared-seed random-k (C++ random_k).");
+    auto c = nb::class_<random_k>(m, "random_k",
+                                  "Shared-seed random-k, its kept values as a dtype or b-bit "
+                                  "quantized (C++ random_k).");
     const random_k d{};
+    // value_quantizer: None sends the kept values as `values`; a quantize sends them through it.
+    const auto quantizer_of = [](const random_k& r) -> std::optional<quantize> {
+      return r.quantized() ? std::optional<quantize>(r.value_quantizer) : std::nullopt;
+    };
     c.def(
          "__init__",
-         [](random_k* self, float fraction, std::uint64_t count, bool unbiased, dtype values) {
-           new (self) random_k{fraction, count, unbiased, values};
+         [](random_k* self, float fraction, std::uint64_t count, bool unbiased, dtype values,
+            std::optional<quantize> value_quantizer) {
+           new (self) random_k{fraction, count, unbiased, values,
+                               value_quantizer.value_or(quantize{.bits = 0})};
          },
          nb::arg("fraction") = d.fraction, nb::arg("count") = d.count,
-         nb::arg("unbiased") = d.unbiased, nb::arg("values") = d.values)
+         nb::arg("unbiased") = d.unbiased, nb::arg("values") = d.values,
+         nb::arg("value_quantizer") = nb::none())
         .def_rw("fraction", &random_k::fraction)
         .def_rw("count", &random_k::count)
         .def_rw("unbiased", &random_k::unbiased)
-        .def_rw("values", &random_k::values);
-    add_common(c, "random_k", {"fraction", "count", "unbiased", "values"});
+        .def_rw("values", &random_k::values)
+        .def_prop_rw("value_quantizer", quantizer_of, [](random_k& r, std::optional<quantize> q) {
+          r.value_quantizer = q.value_or(quantize{.bits = 0});
+        });
+    add_common(c, "random_k", {"fraction", "count", "unbiased", "values", "value_quantizer"});
   }
   {
     auto c = nb::class_<sign>(m, "sign", "1-bit sign with fp32 scales (C++ sign).");

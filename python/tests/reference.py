@@ -82,6 +82,14 @@ CODECS = [
     cp.random_k(count=4),
     cp.random_k(fraction=0.5, unbiased=True, values=cp.dtype.bf16),
     cp.random_k(fraction=1.0, values=cp.dtype.f16),
+    cp.random_k(fraction=0.25, value_quantizer=cp.quantize(bits=2, group=8, range=cp.quant_range.asymmetric)),
+    cp.random_k(
+        fraction=0.5,
+        unbiased=True,
+        value_quantizer=cp.quantize(
+            bits=3, granularity=cp.scale_granularity.tensor, group=0, round=cp.rounding.stochastic
+        ),
+    ),
     cp.sign(),
     cp.sign(granularity=cp.sign_granularity.block, block=5, scale=cp.sign_scale.rms),
     cp.fp8(),

@@ -75,6 +75,32 @@ def test_frameworks_and_allocating_forms():
     assert not cp.sum_compatible(codec) and not cp.sum_compatible(cp.top_k())
 
 
+def test_random_k_value_quantizer():
+    plain = cp.random_k(fraction=1 / 32)
+    assert plain.value_quantizer is None
+    q2 = cp.quantize(bits=2, group=64, range=cp.quant_range.asymmetric)
+    codec = cp.random_k(fraction=1 / 32, value_quantizer=q2)
+    assert codec.value_quantizer == q2 and codec != plain and "value_quantizer" in repr(codec)
+    # 200 of 6400 kept: 4 records of 8 bytes and 50 bytes of 2-bit codes instead of 800 bytes.
+    assert cp.max_payload_bytes(codec, 6400) == 64 + 82
+    assert cp.max_payload_bytes(plain, 6400) == 64 + 800
+    x = np.random.default_rng(3).standard_normal(6400).astype(np.float32)
+    ctx = cp.context(seed=5, step=2, tensor_id=1)
+    y = cp.decompress(codec, cp.compress(codec, x, ctx))
+    y_plain = cp.decompress(plain, cp.compress(plain, x, ctx))
+    kept = y_plain != 0
+    assert kept.sum() == 200 and ((y != 0) <= kept).all()  # the same selection
+    # Kept values within half a step of the asymmetric 2-bit levels of their group.
+    assert np.abs(y[kept] - y_plain[kept]).max() <= (x.max() - x.min()) / 3 / 2 + 1e-5
+    # The values summed by the all-reduce path are the decoded ones.
+    vals = cp.random_k_values(codec, cp.compress(codec, x, ctx))
+    assert np.array_equal(vals, y[kept])
+    codec.value_quantizer = None
+    assert codec == plain
+    with pytest.raises(cp.Error, match="must stay f32"):
+        cp.compress(cp.random_k(fraction=0.1, values=cp.dtype.f16, value_quantizer=q2), x, ctx)
+
+
 def test_optimizers_match_torch():
     g = torch.linspace(-1, 1, 50)
     p0 = torch.linspace(0.5, -0.5, 50)

@@ -113,6 +113,59 @@ def test_quantize_bytes_follow_the_encoding_rules(i):
                 assert payload[64:] == want, f"{codec!r} n={n} {name}: body differs"
 
 
+# random_k with quantized kept values: those of CODECS, and more ranges, roundings and groups.
+RANDOM_K_QUANTIZED = [c for c in CODECS if isinstance(c, cp.random_k) and c.value_quantizer is not None] + [
+    cp.random_k(
+        fraction=f,
+        unbiased=unbiased,
+        value_quantizer=cp.quantize(
+            bits=b,
+            granularity=cp.scale_granularity.block if group else cp.scale_granularity.tensor,
+            group=group,
+            range=rng,
+            round=rnd,
+        ),
+    )
+    for f, unbiased, b, group, rng, rnd in [
+        (0.1, False, 4, 16, cp.quant_range.symmetric, cp.rounding.stochastic),
+        (0.3, True, 8, 0, cp.quant_range.asymmetric, cp.rounding.nearest),
+        (1.0, False, 1, 64, cp.quant_range.asymmetric, cp.rounding.stochastic),
+    ]
+]
+
+
+@pytest.mark.parametrize("i", range(len(RANDOM_K_QUANTIZED)))
+def test_random_k_quantized_bytes_follow_the_encoding_rules(i):
+    """The body is the quantize body of the kept values, in stratum order, its stochastic
+    rounding drawn at stream index 2^63 + j; the decoder reads every such payload back."""
+    codec = RANDOM_K_QUANTIZED[i]
+    checked = 0
+    for n in SIZES:
+        if not cp.can_implement(codec, n):
+            continue
+        for name, x, finite in inputs(n, seed=5 * n + i):
+            for ctx in CONTEXTS:
+                payload = np.asarray(cp.compress(codec, x, ctx)).tobytes()
+                lib = np.asarray(cp.decompress(codec, payload))
+                assert (bits(wire.decode(payload)) == bits(lib)).all(), f"{codec!r} n={n} {name}: decoded"
+                if not finite:
+                    continue
+                header = wire.read_header(payload)
+                assert header.params[2] == codec.value_quantizer.bits
+                idx, _ = wire.random_k_selection(header.params, header)
+                quantizer = wire.top_k_value_quantizer(header.params)
+                want = wire.encode_quantize_body(quantizer, x[idx], header, wire.RANDOM_K_ROUNDING_INDEX)
+                assert payload[64:] == want, f"{codec!r} n={n} {name}: body differs"
+                checked += 1
+    assert checked > 0
+    # Without the quantizer the header's params differ only in bytes 2 and 3.
+    plain = cp.random_k(fraction=codec.fraction, count=codec.count, unbiased=codec.unbiased)
+    x = inputs(100, 1)[0][1]
+    a = wire.read_header(np.asarray(cp.compress(codec, x, CONTEXTS[0])).tobytes()).params
+    b = wire.read_header(np.asarray(cp.compress(plain, x, CONTEXTS[0])).tobytes()).params
+    assert a[:2] == b[:2] and a[4:] == b[4:] and b[2:4] == bytes(2)
+
+
 def test_refusals_follow_the_validation_order():
     x = np.random.default_rng(1).standard_normal(300).astype(F32)
     checked = 0

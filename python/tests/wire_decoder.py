@@ -306,24 +306,47 @@ def random_k_params(params: bytes):
     return values, unbiased, fraction, count
 
 
+# Stream index of random_k's quantized kept value 0: stochastic rounding of kept value j draws
+# the word at 2^63 + j, apart from the selection's words 0 .. k - 1.
+RANDOM_K_ROUNDING_INDEX = 1 << 63
+
+
 def random_k_body_bytes(params: bytes, n: int) -> int:
     values, _, fraction, count = random_k_params(params)
-    return keep_count(fraction, count, n) * value_bytes(values)
+    k = keep_count(fraction, count, n)
+    quantizer = top_k_value_quantizer(params)  # bytes 2 and 3 are laid out as top_k's
+    if quantizer is not None:
+        return quantize_body_bytes(quantizer, k)
+    return k * value_bytes(values)
 
 
-def decode_random_k(params: bytes, header: Header, body: bytes) -> np.ndarray:
-    values, unbiased, fraction, count = random_k_params(params)
+def random_k_selection(params: bytes, header: Header):
+    """(index_j, size_j) of the k strata, from the header's seed, step and tensor id."""
+    _, _, fraction, count = random_k_params(params)
     n = header.count
     k = keep_count(fraction, count, n)
-    out = np.zeros(n, F32)
     if k == 0:
-        return out
+        return np.zeros(0, np.int64), np.zeros(0, np.uint64)
     j = np.arange(k + 1, dtype=object)
     start = np.array([int(v) for v in (j * n) // k], dtype=np.uint64)  # exact integers
     size = start[1:] - start[:-1]
     u = random_u32(tensor_key(header.seed, header.tensor_id), header.step, np.arange(k, dtype=np.uint64))
     idx = np.array([int(s) + (int(w) * int(z) >> 32) for s, w, z in zip(start[:-1], u, size)], dtype=np.int64)
-    v = values_of(values, read_words(body, 0, k, value_bytes(values)))
+    return idx, size
+
+
+def decode_random_k(params: bytes, header: Header, body: bytes) -> np.ndarray:
+    values, unbiased, _, _ = random_k_params(params)
+    out = np.zeros(header.count, F32)
+    idx, size = random_k_selection(params, header)
+    k = idx.size
+    if k == 0:
+        return out
+    quantizer = top_k_value_quantizer(params)
+    if quantizer is not None:  # the kept values, in stratum order, as one quantize body
+        v = decode_quantize(quantizer, k, body)
+    else:
+        v = values_of(values, read_words(body, 0, k, value_bytes(values)))
     if unbiased:
         with np.errstate(all="ignore"):
             scaled = v * size.astype(F32)
@@ -565,8 +588,10 @@ def decode_values(payload: bytes, h: Header) -> np.ndarray:
 
 
 # --- an encoder of quantize, from "Encoding" ---------------------------------------------------
-def encode_quantize_body(params: bytes, x: np.ndarray, header: Header) -> bytes:
-    """The body quantize writes for a finite f32 tensor x (the document's encoding rules)."""
+def encode_quantize_body(params: bytes, x: np.ndarray, header: Header, first_index: int = 0) -> bytes:
+    """The body quantize writes for a finite f32 tensor x (the document's encoding rules);
+    stochastic rounding draws element i's word at stream index first_index + i (random_k's
+    quantized values: RANDOM_K_ROUNDING_INDEX)."""
     bits, gran, rng, rnd, group, groups, group_of = quantize_groups(params, x.size)
     x = np.asarray(x, F32)
     n = x.size
@@ -575,7 +600,13 @@ def encode_quantize_body(params: bytes, x: np.ndarray, header: Header) -> bytes:
     records = []
     codes = np.zeros(n, np.int64)
     u = (
-        uniform(random_u32(tensor_key(header.seed, header.tensor_id), header.step, np.arange(n, dtype=np.uint64)))
+        uniform(
+            random_u32(
+                tensor_key(header.seed, header.tensor_id),
+                header.step,
+                np.uint64(first_index) + np.arange(n, dtype=np.uint64),
+            )
+        )
         if rnd == 1
         else None
     )
