@@ -85,6 +85,15 @@ CODECS = {
         fraction=0.1, value_quantizer=cp.quantize(bits=4, group=128, range=cp.quant_range.asymmetric)
     ),
     "randomk10": lambda: cp.random_k(fraction=0.1, unbiased=True),
+    # the same selection with 4-bit stochastically rounded values (unbiased, docs/methods.md 3.5);
+    # the hook gathers its payloads
+    "randomk10q4": lambda: cp.random_k(
+        fraction=0.1,
+        unbiased=True,
+        value_quantizer=cp.quantize(
+            bits=4, group=128, range=cp.quant_range.asymmetric, round=cp.rounding.stochastic
+        ),
+    ),
     "sign": lambda: cp.sign(scale=cp.sign_scale.rms),
     "fp8": lambda: cp.fp8(),
     "mxfp8": lambda: cp.mxfp8(),

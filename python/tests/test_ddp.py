@@ -170,3 +170,17 @@ def test_layer_policy_warmup_and_statistics():
     # Rank 0's NaN is counted where it entered; the NaN block's state is held, not poisoned.
     assert stats[0][2]["nonfinite"] == 1 and stats[0][2]["held"] > 0
     assert stats[1][2]["nonfinite"] == 0
+
+
+def test_auto_collective_gathers_quantized_random_k():
+    """random_k sums its values by all-reduce, but quantized values would be decoded and sent as
+    fp32: the hook gathers their payloads instead."""
+    from commpress.torch.ddp import CompressionHook
+
+    net = torch.nn.Linear(4, 3)
+    q4 = cp.quantize(bits=4, group=128, range=cp.quant_range.asymmetric, round=cp.rounding.stochastic)
+    plain = cp.pipeline(cp.none(), cp.random_k(fraction=0.1, unbiased=True))
+    quantized = cp.pipeline(cp.none(), cp.random_k(fraction=0.1, unbiased=True, value_quantizer=q4))
+    assert CompressionHook(net, plain).collective == "all_reduce"
+    assert CompressionHook(net, quantized).collective == "all_gather"
+    assert CompressionHook(net, quantized, collective="all_reduce").collective == "all_reduce"

@@ -162,7 +162,10 @@ class CompressionHook:
                 "feedback none, ef or loco",
             )
         if collective == "auto":
-            collective = "all_reduce" if _cp.sum_compatible(pipe.codec) else "all_gather"
+            # random_k with quantized values all-reduces its decoded values as fp32, which sends
+            # more than gathering the quantized payloads (docs/methods.md 3.5)
+            quantized_random_k = isinstance(pipe.codec, _cp.random_k) and pipe.codec.value_quantizer is not None
+            collective = "all_reduce" if _cp.sum_compatible(pipe.codec) and not quantized_random_k else "all_gather"
         if collective not in ("all_reduce", "all_gather", "sharded", "powersgd"):
             raise error(errc.invalid_argument, f"ddp: unknown collective {collective!r}")
         if collective == "powersgd" and not isinstance(pipe, _cp.powersgd):
