@@ -319,7 +319,7 @@ inline constexpr std::uint64_t small_top_k_max = 8;
 
 /// Largest k for which the top_k codec takes top_k_small: beyond 4 lists, the plain-C++ layer's
 /// 16-lane vectors no longer fit SSE2's registers and the method is no faster than the general
-/// one (bench/README.md, "Chunked top-k").
+/// one (bench/README.md, "A selection for small k").
 #if defined(COMMPRESS_SIMD_AVX512) || defined(COMMPRESS_SIMD_AVX2)
 inline constexpr std::uint64_t small_top_k_used = small_top_k_max;
 #else
@@ -417,8 +417,8 @@ template <unsigned K> struct small_top_k {
 
 /// Exact top-K of one fp32 row of d elements (1 <= K <= d, d < 2^32) for small K, as rows of a
 /// chunked top-k (2 of every 64) are: the general method's key array, std::nth_element and
-/// per-element callbacks cost far more than the row's one read (bench/README.md, "Chunked
-/// top-k"). Two branch-free passes over the row:
+/// per-element callbacks cost far more than the row's one read (bench/README.md, "A
+/// selection for small k"). Two vector passes over the row:
 /// 1. every lane keeps the K largest keys it sees (|x| bits, screened by the non-finite policy),
 ///    sorted, by a compare-exchange chain of vector max/min; the row's K largest keys, with
 ///    their multiplicity, are among those lane lists, so K rounds of "take the largest list
