@@ -248,6 +248,48 @@ TEST_SUITE("cuda") {
     check_all_types(cp::random_k{.fraction = 0.0f});
   }
 
+  TEST_CASE("cuda random_k: quantized kept values are refused, the output left as it was") {
+    const std::vector<float> x = make_input<float>(1000, 21, true);
+    const cp::random_k c{
+        .fraction = 0.1f,
+        .value_quantizer = {.bits = 2, .group = 64, .range = cp::quant_range::asymmetric}};
+    // A valid payload, from the CPU.
+    const std::vector<std::byte> payload =
+        cp::test::cpu_reference(c, {}, x, std::vector<float>(x.size()), 1.0f).payload;
+    COMMPRESS_REQUIRE_GPU();
+    const cp::cuda::par_t par = cp::cuda::par;
+    const auto code_of = [](auto&& call) {
+      try {
+        call();
+      } catch (const cp::error& e) {
+        return e.code();
+      }
+      return cp::errc::ok;
+    };
+    device_buffer<float> d_x(x);
+    device_buffer<std::byte> d_payload(payload);
+    device_buffer<std::byte> d_out_payload(payload.size());
+    device_buffer<std::byte> d_ws(cp::workspace_bytes(par, c, x.size()));
+    const std::vector<float> keep(x.size(), 7.0f);
+    device_buffer<float> d_out(keep);
+    const std::span<std::byte> ws(d_ws.data(), d_ws.size());
+    CHECK(code_of([&] {
+            cp::encode(par, c, {}, std::span<const float>(d_x.data(), x.size()),
+                       std::span(d_out_payload.data(), d_out_payload.size()), ws);
+          }) == cp::errc::invalid_argument);
+    const std::span<const std::byte> p(d_payload.data(), d_payload.size());
+    CHECK(code_of([&] { cp::decode(par, c, p, std::span(d_out.data(), x.size()), ws); }) ==
+          cp::errc::invalid_argument);
+    CHECK(code_of([&] {
+            cp::decode_accumulate(par, c, p, std::span(d_out.data(), x.size()), 1.0f, ws);
+          }) == cp::errc::invalid_argument);
+    CHECK(code_of([&] { cp::roundtrip(par, c, {}, std::span(d_x.data(), x.size()), ws); }) ==
+          cp::errc::invalid_argument);
+    cudaDeviceSynchronize();
+    CHECK(same_bits(d_out.to_host(), keep));
+    CHECK(same_bits(d_x.to_host(), x));
+  }
+
   TEST_CASE("cuda top_k: selection, tie rule, index lists and bitmaps match the CPU") {
     for (cp::dtype v : {cp::dtype::f32, cp::dtype::f16, cp::dtype::bf16}) {
       // Whole tensor: index lists of every width, a bitmap (fraction 0.5), keep all, keep none.

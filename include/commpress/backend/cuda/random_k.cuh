@@ -6,7 +6,8 @@
 /// CUDA implementation of the random-k codec: one thread per stratum gathers (encode) or
 /// scatters (decode) its kept element; the indices come from the shared Philox stream
 /// (compress/random_k.hpp), regenerated from the payload header when decoding. Quantized kept
-/// values (value_quantizer) have no kernel: they are refused before anything is enqueued.
+/// values (value_quantizer) have no kernel: they are refused on the host before a kernel reads
+/// the input or writes the output.
 
 #include <cuda_runtime.h>
 
