@@ -141,8 +141,8 @@ failures check_identity_all_reduce(Comm& comm,
 
 /// random_k (fp32, fp16 and quantized values) with a shared stream and error feedback: every
 /// rank gets the same bits, equal to a replay that encodes every rank's input with a replica EF
-/// state, decodes each payload and adds the decoded tensors in rank order, times 1/N. The worker state matches its replica.
-/// Mismatched streams are refused on every rank.
+/// state, decodes each payload and adds the decoded tensors in rank order, times 1/N. The worker
+/// state matches its replica. Mismatched streams are refused on every rank.
 template <class Comm> failures check_random_k_all_reduce(Comm& comm) {
   failures f;
   const int me = static_cast<int>(comm.rank());
