@@ -16,6 +16,9 @@
 #include <commpress/backend/cpu/rotated.hpp>
 #include <commpress/collective/collective.hpp>
 #include <commpress/comm/communicator.hpp>
+#include <commpress/optim/data_parallel.hpp>
+#include <commpress/optim/sgd.hpp>
+#include <commpress/pipeline/layer_policy.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -593,6 +596,88 @@ template <class Comm> failures check_stage_pipeline(Comm& comm) {
     }
   }
   comm.barrier();
+  return f;
+}
+
+/// data_parallel over a layout of tensors with a layer policy: each rank's parameters after
+/// three steps equal the one-process replay (every rank's tensors encoded one by one with their
+/// own states and tensor ids, the uncompressed ones added as fp32, rank order, weight 1/N), and
+/// are the same bits on every rank.
+template <class Comm> failures check_data_parallel_layers(Comm& comm) {
+  failures f;
+  const int me = comm.rank();
+  const int ranks = comm.size();
+  // A weight, its bias (1-D), an excluded embedding, a second weight, and one below the size
+  // threshold: 243 elements.
+  const std::vector<std::uint64_t> w1{12, 10}, b1{12}, emb{5, 8}, w2{7, 9}, tiny{2, 4};
+  const std::vector<cp::tensor_info> layout{{"fc1.weight", w1},
+                                            {"fc1.bias", b1},
+                                            {"embed.weight", emb},
+                                            {"fc2.weight", w2},
+                                            {"head.scale", tiny}};
+  const cp::layer_policy policy{.min_elements = 16, .exclude = {"embed.*"}};
+  const cp::pipeline<cp::ef, cp::quantize> pipe{{},
+                                                {.bits = 2,
+                                                 .granularity = cp::scale_granularity::block,
+                                                 .group = 32,
+                                                 .round = cp::rounding::stochastic}};
+  const cp::sgd opt{.lr = 0.1f, .momentum = 0.5f};
+  constexpr std::uint64_t n = 243, steps = 3;
+  const std::vector<bool> compressed{true, false, false, true, false};
+  auto grad = [](int rank, std::uint64_t step) { return inputs(rank, step, n, 71); };
+
+  cp::data_parallel dp(comm, pipe, opt, std::span<const cp::tensor_info>(layout), policy);
+  auto fb = dp.make_feedback_state();
+  auto os = dp.make_optimizer_state();
+  std::vector<float> params = inputs(0, 99, n, 72);
+  for (std::size_t i = 0; i < layout.size(); ++i)
+    if ((dp.verdict(i) == cp::layer_verdict::compress) != compressed[i])
+      f.push_back(where("data_parallel layer verdict", me, i, 0));
+  for (std::uint64_t t = 0; t < steps; ++t) {
+    const auto g = grad(me, t);
+    dp.step(cp::cpu::seq, {.seed = 5, .step = t, .tensor_id = 40}, fb, os, std::span(params),
+            std::span<const float>(g));
+  }
+
+  // The replay, with replica states of every rank.
+  std::vector<std::vector<cp::pipeline_state_t<decltype(pipe)>>> states(
+      static_cast<std::size_t>(ranks));
+  std::vector<float> ref = inputs(0, 99, n, 72);
+  auto ref_os = opt.make_state(n);
+  for (std::uint64_t t = 0; t < steps; ++t) {
+    std::vector<float> mean(n, 0.0f);
+    for (int r = 0; r < ranks; ++r) {
+      const auto g = grad(r, t);
+      auto& mine = states[static_cast<std::size_t>(r)];
+      std::uint64_t first = 0;
+      for (std::size_t i = 0, k = 0; i < layout.size(); ++i) {
+        const std::uint64_t count = layout[i].count();
+        const auto sum = std::span(mean).subspan(first, count);
+        if (compressed[i]) {
+          if (mine.size() <= k)
+            mine.push_back(pipe.make_state(count));
+          std::vector<std::byte> payload(pipe.max_payload_bytes(count)),
+              ws(pipe.workspace_bytes(count));
+          const cp::context ctx{
+              .seed = 5, .step = t, .tensor_id = 40 + static_cast<std::uint32_t>(i)};
+          cp::encode(cp::cpu::seq, pipe, mine[k++], ctx,
+                     std::span<const float>(g).subspan(first, count), std::span(payload),
+                     std::span(ws));
+          cp::decode_accumulate(cp::cpu::seq, pipe, std::span<const std::byte>(payload), sum,
+                                1.0f / static_cast<float>(ranks));
+        } else {
+          for (std::uint64_t j = 0; j < count; ++j)
+            sum[j] = sum[j] + (1.0f / static_cast<float>(ranks)) * g[first + j];
+        }
+        first += count;
+      }
+    }
+    opt.step(cp::cpu::seq, ref_os, std::span(ref), std::span<const float>(mean));
+  }
+  if (!same_bits(params, ref))
+    f.push_back(where("data_parallel with a layer policy: parameters", me, n, steps));
+  if (!same_on_all_ranks(comm, std::span<const float>(params)))
+    f.push_back(where("data_parallel with a layer policy: ranks differ", me, n, steps));
   return f;
 }
 

@@ -112,6 +112,14 @@ TEST_CASE("sharded_all_reduce_compressed: two EF points, replay-exact, E8 telesc
   }
 }
 
+TEST_CASE("data_parallel with a layer policy: replay-exact and the same on every rank, N = 1..4") {
+  for (int n = 1; n <= 4; ++n) {
+    CAPTURE(n);
+    report(run_world(
+        n, [](cp::loopback_communicator& c) { return cp::test::check_data_parallel_layers(c); }));
+  }
+}
+
 TEST_CASE("stage_sender: a 3-stage pipeline over 3 ranks reproduces the single-process channels") {
   report(
       run_world(3, [](cp::loopback_communicator& c) { return cp::test::check_stage_pipeline(c); }));

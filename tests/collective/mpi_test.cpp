@@ -65,6 +65,11 @@ TEST_CASE("sharded_all_reduce_compressed over MPI: replay-exact, byte-identical,
   report(cp::test::check_sharded(comm));
 }
 
+TEST_CASE("data_parallel over MPI: a layer policy's tensors equal the one-process replay") {
+  cp::mpi_communicator comm(MPI_COMM_WORLD);
+  report(cp::test::check_data_parallel_layers(comm));
+}
+
 TEST_CASE("stage_sender over MPI: 3 stages on 3 ranks reproduce the single-process channels") {
   cp::mpi_communicator comm(MPI_COMM_WORLD);
   report(cp::test::check_stage_pipeline(comm));

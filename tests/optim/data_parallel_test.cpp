@@ -266,8 +266,11 @@ TEST_SUITE("optim") {
     for (const auto& t : m.tensors)
       total += t.count();
     REQUIRE(total == n);
-    const cp::pipeline<cp::ef, cp::quantize> pipe{
-        {}, {.bits = 4, .granularity = cp::scale_granularity::block, .group = 16}};
+    const cp::pipeline<cp::ef, cp::quantize> pipe{{},
+                                                  {.bits = 4,
+                                                   .granularity = cp::scale_granularity::block,
+                                                   .group = 16,
+                                                   .round = cp::rounding::stochastic}};
     const cp::sgd opt{.lr = 0.05f, .momentum = 0.9f};
     constexpr int ranks = 3, steps = 4;
 
