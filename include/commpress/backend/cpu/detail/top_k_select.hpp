@@ -4,7 +4,9 @@
 
 /// @file
 /// Exact top-k of one long fp32 row by a sampled threshold and a radix select (bench/README.md,
-/// "exact top-k"), so a row costs about one streaming pass instead of std::nth_element over it.
+/// "exact top-k"), so a row costs about one streaming pass instead of std::nth_element over it;
+/// and of one shorter row with few kept elements (chunked top-k) by per-lane lists of the k
+/// largest keys (top_k_small).
 ///
 /// Keys are |x| bit patterns (x's bits with the sign cleared) as unsigned integers: for
 /// non-negative floats, NaN and Inf included, their order is the magnitude order that
