@@ -4,7 +4,9 @@
 // The sampled top-k select of backend/cpu/detail/top_k_select.hpp: radix_select against
 // std::nth_element on awkward keys, top_k_sampled against a sort of the whole row, and the top_k
 // codec on rows just below and above sampled_top_k_min_row, for every index format, value dtype and
-// non-finite policy. Built with the default flags and with -march=native (the AVX-512 path).
+// non-finite policy; the small-k selection (top_k_small) against the same sort on every row length
+// up to 300 and the codec on chunked rows. Built with the default flags, with -march=native (the
+// AVX-512 path) and -march=x86-64-v3 (AVX2).
 #include <doctest/doctest.h>
 
 #include <algorithm>
