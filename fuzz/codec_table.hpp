@@ -4,12 +4,14 @@
 
 /// @file
 /// The codec configurations the fuzzers and the reliability tests exercise: the examples() of
-/// every codec of compress/codec_list.hpp, in list order, then those of its rotated codecs,
+/// every codec of compress/codec_list.hpp, in list order, then those of its rotated codecs, then
+/// the configurations of extra_configs (qsgd's Elias body),
 /// chosen by each codec to reach every code path of its body layout (list and bitmap indices,
 /// per-row selection, narrow value dtypes, tensor/block/column groups, both ranges, both
 /// roundings, both sign scales, every element format, full and short rotation windows).
 /// Nothing here is counted by hand: a codec added to the list is fuzzed.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -25,9 +27,32 @@ template <class... C, class... R> struct concat<codec_list<C...>, codec_list<R..
 };
 } // namespace detail
 
+/// @brief One configuration of codec Q with the Elias body (qsgd's coding), as an examples()
+/// list of its own.
+template <class Q, std::uint32_t Block, std::uint32_t Levels> struct qsgd_elias_config {
+  static constexpr std::array<Q, 1> examples() {
+    return {Q{.block = Block, .levels = Levels, .coding = qsgd_coding::elias}};
+  }
+};
+
+/// @brief Configurations that are no codec's examples(): qsgd's Elias body, one norm per tensor
+/// with s = 1 (the sparsest stream) and blocks of 128 with s = 7. They come after the rotated
+/// codecs, so the configurations before them keep their ids (and their corpus files).
+using extra_configs = codec_list<qsgd_elias_config<qsgd2, 0, 1>, qsgd_elias_config<qsgd8, 128, 7>>;
+
 /// @brief Every configuration's codec type, in configuration order: the codec list's, then its
-/// rotated codecs'.
-using fuzzed_codecs = detail::concat<all_codecs, rotated_codecs>::type;
+/// rotated codecs', then extra_configs'.
+using fuzzed_codecs =
+    detail::concat<detail::concat<all_codecs, rotated_codecs>::type, extra_configs>::type;
+
+/// @brief Number of configurations before extra_configs: the codecs' and the rotated codecs'
+/// examples().
+inline constexpr std::size_t codec_config_count = [] {
+  std::size_t n = 0;
+  const auto add = [&](auto t) { n += decltype(t)::type::examples().size(); };
+  detail::concat<all_codecs, rotated_codecs>::type::for_each(add);
+  return n;
+}();
 
 /// @brief Number of configurations `with_config` dispatches over.
 inline constexpr std::size_t config_count = [] {

@@ -56,7 +56,11 @@ concept host_codec_impl_for = requires(const Policy& p, const C& c, const contex
 ///   format::body_checksum, which it feeds while the body is in cache, and `ordered_body_from(c,
 ///   n)` says where the in-order part of the body starts;
 /// - `custom_roundtrip`: true when it has `roundtrip(policy, c, ctx, x, ws)` -> the NaN/Inf
-///   count; otherwise roundtrip encodes into the workspace and decodes.
+///   count; otherwise roundtrip encodes into the workspace and decodes;
+/// - for a variable_body_codec (core/concepts.hpp), `encode_body(policy, c, ctx, in, body, ws,
+///   written)` -> the NaN/Inf count, setting `written` to the body's length, at most
+///   c.body_bytes(n) (sized_encode_body below); decode_body and accumulate_body read a body of
+///   the header's body_bytes.
 /// Every implementation declares both flags, so a misspelt optional member does not silently
 /// select another path: it fails this concept, which the entry points below assert.
 template <class Impl, class C, class Policy>
@@ -78,12 +82,23 @@ concept host_codec_impl = requires(const Policy& p, const C& c, std::uint64_t n,
 &&host_codec_impl_for<Impl, C, Policy, float>&& host_codec_impl_for<Impl, C, Policy, half>&&
     host_codec_impl_for<Impl, C, Policy, bfloat16>;
 
+/// The sized encode_body of a variable_body_codec's implementation.
+template <class Impl, class C, class Policy>
+concept sized_encode_body = requires(const Policy& p, const C& c, const context& ctx,
+                                     std::span<const float> in, unsigned char* body,
+                                     std::span<std::byte> ws, std::uint64_t& written) {
+  { Impl::encode_body(p, c, ctx, in, body, ws, written) } -> std::same_as<std::size_t>;
+};
+
 /// codec_impl<C, Policy>, checked against the host backend contract.
 template <class C, class Policy> struct host_impl {
   using type = codec_impl<C, Policy>;
   static_assert(host_codec_impl<type, C, Policy>,
                 "commpress: codec_impl<Codec, Policy> does not meet the host backend contract "
                 "(detail::host_codec_impl in codec_ops.hpp)");
+  static_assert(!variable_body_codec<C> || sized_encode_body<type, C, Policy>,
+                "commpress: a variable_body_codec's codec_impl needs the encode_body overload "
+                "that reports the body's length (detail::host_codec_impl in codec_ops.hpp)");
 };
 template <class C, class Policy> using host_impl_t = typename host_impl<C, Policy>::type;
 
@@ -119,9 +134,16 @@ std::size_t roundtrip_body(const Policy& policy, const C& c, const context& ctx,
     const std::uint64_t n = x.size();
     const std::uint64_t own = impl::workspace_bytes(c, n);
     auto* body_ptr = reinterpret_cast<unsigned char*>(workspace.data() + own);
-    const std::size_t nonfinite = impl::encode_body(policy, c, ctx, std::span<const float>(x),
-                                                    body_ptr, workspace.first(own));
-    impl::decode_body(policy, c, format::header_of(c, ctx, dtype::f32, n), body_ptr, x);
+    payload_header h = format::header_of(c, ctx, dtype::f32, n);
+    std::size_t nonfinite = 0;
+    if constexpr (variable_body_codec<C>) {
+      nonfinite = impl::encode_body(policy, c, ctx, std::span<const float>(x), body_ptr,
+                                    workspace.first(own), h.body_bytes);
+    } else {
+      nonfinite = impl::encode_body(policy, c, ctx, std::span<const float>(x), body_ptr,
+                                    workspace.first(own));
+    }
+    impl::decode_body(policy, c, h, body_ptr, x);
     return nonfinite;
   }
 }
@@ -144,6 +166,8 @@ std::uint64_t workspace_bytes(const Policy&, const C& c, std::uint64_t n) {
 /// @param ctx random stream (seed, step, tensor id) and non-finite policy; recorded in the header
 /// @param out at least max_payload_bytes(c, in.size()) bytes
 /// @param workspace at least workspace_bytes(policy, c, in.size()) bytes
+/// @return the payload's length (max_payload_bytes, or less for a variable body: a receiver
+///         decodes the first `bytes` bytes or the whole buffer) and the NaN/Inf count
 /// @throws commpress::error invalid configuration, small buffers, or non-finite input under
 ///         nonfinite_policy::fail; nothing is written then.
 template <host_policy Policy, codec C, element T>
@@ -164,16 +188,21 @@ encode_result encode(const Policy& policy, const C& c, const context& ctx, std::
   auto* body_ptr = reinterpret_cast<unsigned char*>(out.data() + format::header_bytes);
   format::write_header(format::header_of(c, ctx, dtype_of_v<T>, n), out.data());
   std::size_t nonfinite = 0;
+  std::uint64_t written = body;
   if constexpr (impl::hashes_body) {
     format::body_checksum sum(out.data() + format::header_bytes, body,
                               impl::ordered_body_from(c, n));
     nonfinite = impl::encode_body(policy, c, ctx, in, body_ptr, workspace, sum);
     format::store_checksum(out, sum.finish(out.data()));
+  } else if constexpr (variable_body_codec<C>) {
+    nonfinite = impl::encode_body(policy, c, ctx, in, body_ptr, workspace, written);
+    format::store_body_bytes(out, written);
+    format::seal(out, written);
   } else {
     nonfinite = impl::encode_body(policy, c, ctx, in, body_ptr, workspace);
     format::seal(out, body);
   }
-  return {static_cast<std::size_t>(format::header_bytes + body), nonfinite};
+  return {static_cast<std::size_t>(format::header_bytes + written), nonfinite};
 }
 
 /// @brief Validates `payload` against this codec and writes the decoded tensor to `out`.

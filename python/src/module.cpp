@@ -70,16 +70,19 @@ void add_common(nb::class_<T>& cls, const char* name, std::vector<const char*> f
 template <unsigned Bits> void bind_qsgd(nb::module_& m, const char* name) {
   using Q = qsgd<Bits>;
   auto c = nb::class_<Q>(m, name,
-                         "QSGD: stochastic levels of the L2 norm, fixed-width codes (C++ qsgd).");
+                         "QSGD: stochastic levels of the L2 norm, as fixed-width codes or the "
+                         "paper's Elias coding (coding=qsgd_coding.elias, CPU only) (C++ qsgd).");
   c.def(
        "__init__",
-       [](Q* self, std::uint32_t block, std::uint32_t levels) {
-         new (self) Q{block, levels};
+       [](Q* self, std::uint32_t block, std::uint32_t levels, qsgd_coding coding) {
+         new (self) Q{block, levels, coding};
        },
-       nb::arg("block") = 0u, nb::arg("levels") = Q::max_levels)
+       nb::arg("block") = 0u, nb::arg("levels") = Q::max_levels,
+       nb::arg("coding") = qsgd_coding::fixed)
       .def_rw("block", &Q::block)
-      .def_rw("levels", &Q::levels);
-  add_common(c, name, {"block", "levels"});
+      .def_rw("levels", &Q::levels)
+      .def_rw("coding", &Q::coding);
+  add_common(c, name, {"block", "levels", "coding"});
 }
 
 /// rotated<C> as the Python class `name`: its inner codec and window (C++ rotated).
@@ -322,6 +325,9 @@ void bind_types(nb::module_& m) {
       .value("tensor", scale_granularity::tensor)
       .value("block", scale_granularity::block)
       .value("column", scale_granularity::column);
+  nb::enum_<qsgd_coding>(m, "qsgd_coding", "How qsgd sends its levels (C++ qsgd_coding).")
+      .value("fixed", qsgd_coding::fixed)
+      .value("elias", qsgd_coding::elias);
   nb::enum_<quant_range>(m, "quant_range")
       .value("symmetric", quant_range::symmetric)
       .value("asymmetric", quant_range::asymmetric);

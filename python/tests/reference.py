@@ -118,6 +118,11 @@ CODECS = [
 # Then compress/codec_list.hpp's rotated_codecs: each inner codec's examples, each rotated in
 # windows of 2^3 and 2^8 (rotated<C>::examples()).
 CODECS += [cp.rotated(c, w) for kind in (cp.quantize, cp.sign, cp.mxfp4) for c in list(CODECS) if type(c) is kind for w in (3, 8)]
+# Then fuzz/codec_table.hpp's extra_configs: qsgd's Elias body.
+CODECS += [
+    cp.qsgd2(block=0, levels=1, coding=cp.qsgd_coding.elias),
+    cp.qsgd8(block=128, levels=7, coding=cp.qsgd_coding.elias),
+]
 CODEC_CTX = cp.context(seed=42, step=3, tensor_id=7)
 
 # reference.cpp pipelines().

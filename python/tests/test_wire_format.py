@@ -166,6 +166,126 @@ def test_random_k_quantized_bytes_follow_the_encoding_rules(i):
     assert a[:2] == b[:2] and a[4:] == b[4:] and b[2:4] == bytes(2)
 
 
+# qsgd's Elias body: those of CODECS, and every code width with few and many levels, one norm
+# per tensor and blocks that do and do not divide the sizes.
+QSGD_ELIAS = [
+    c for c in CODECS if isinstance(c, (cp.qsgd8, cp.qsgd4, cp.qsgd2)) and c.coding == cp.qsgd_coding.elias
+] + [
+    kind(block=block, levels=levels, coding=cp.qsgd_coding.elias)
+    for kind, levels in [(cp.qsgd8, 127), (cp.qsgd8, 1), (cp.qsgd4, 7), (cp.qsgd4, 3), (cp.qsgd2, 1)]
+    for block in (0, 5, 64)
+]
+
+
+def elias_stream(codes: np.ndarray, block: int, bits: int) -> bytes:
+    """The document's Elias stream of the fixed coding's codes, written from "qsgd, Elias
+    body": per group, gamma(gap), sign, gamma(level) for each nonzero level, then the closing
+    gap; zero bits to a byte boundary."""
+    out = []
+
+    def gamma(v: int):
+        n = v.bit_length() - 1
+        out.extend([0] * n)
+        out.extend((v >> k) & 1 for k in range(n, -1, -1))
+
+    n = codes.size
+    mask = (1 << (bits - 1)) - 1
+    for first in range(0, n, block):
+        m = min(n, first + block) - first
+        previous = 0
+        for j in np.nonzero(codes[first : first + m] & mask)[0]:
+            position = int(j) + 1
+            code = int(codes[first + j])
+            gamma(position - previous)
+            out.append(code >> (bits - 1))
+            gamma(code & mask)
+            previous = position
+        gamma(m + 1 - previous)
+    out.extend([0] * (-len(out) % 8))
+    return bytes(sum(b << k for k, b in enumerate(out[i : i + 8])) for i in range(0, len(out), 8))
+
+
+@pytest.mark.parametrize("i", range(len(QSGD_ELIAS)))
+def test_qsgd_elias_body_follows_the_document(i):
+    """The Elias body carries the fixed coding's norms and codes (the same random words):
+    written from the document out of the fixed payload's codes it equals the library's bytes,
+    and both payloads decode to the same bits, here and in the library."""
+    codec = QSGD_ELIAS[i]
+    fixed = type(codec)(block=codec.block, levels=codec.levels)
+    width = {cp.qsgd8: 8, cp.qsgd4: 4, cp.qsgd2: 2}[type(codec)]
+    checked = 0
+    for n in SIZES:
+        for name, x, finite in inputs(n, seed=7 * n + i):
+            for ctx in CONTEXTS:
+                pe = np.asarray(cp.compress(codec, x, ctx)).tobytes()
+                pf = np.asarray(cp.compress(fixed, x, ctx)).tobytes()
+                he, hf = wire.read_header(pe), wire.read_header(pf)
+                assert he.params[8] == 1 and hf.params[8] == 0 and he.params[:8] == hf.params[:8]
+                assert len(pe) == 64 + he.body_bytes
+                assert he.body_bytes <= wire.stochastic_body_bytes(he.codec, he.params, n)
+                lib = bits(np.asarray(cp.decompress(codec, pe)))
+                assert lib.size == n
+                assert (bits(wire.decode(pe)) == lib).all(), f"{codec!r} n={n} {name}: decoded"
+                assert (bits(np.asarray(cp.decompress(fixed, pf))) == lib).all(), f"{codec!r} n={n} {name}: fixed"
+                if n == 0:
+                    assert he.body_bytes == 0
+                    continue
+                block = codec.block or n
+                groups = -(-n // block)
+                codes = wire.unpack_codes(pf[64 + 4 * groups :], n, width).astype(np.int64)
+                want = pf[64 : 64 + 4 * groups] + elias_stream(codes, block, width)
+                assert pe[64:] == want, f"{codec!r} n={n} {name}: body differs"
+                # The whole max-size slot decodes too; bytes past body_bytes are not the body.
+                slot = pe + bytes(cp.max_payload_bytes(codec, n) - len(pe))
+                assert (bits(np.asarray(cp.decompress(codec, np.frombuffer(slot, np.uint8)))) == lib).all()
+                checked += 1
+    assert checked > 0
+
+
+def test_qsgd_elias_malformed_streams_are_refused():
+    """The document's refusals of a stream no encoder writes: the library and the decoder
+    written from the document both answer corrupt."""
+    codec = cp.qsgd4(block=3, levels=3, coding=cp.qsgd_coding.elias)
+    good = np.asarray(cp.compress(codec, np.array([0, 3, 0, -1, 0, 0], F32), CONTEXTS[0])).tobytes()
+    h = wire.read_header(good)
+    norms = good[64 : 64 + 8]
+
+    def sealed(body: bytes) -> bytes:
+        header = bytearray(good[:64])
+        header[16:24] = len(body).to_bytes(8, "little")
+        header[60:64] = bytes(4)
+        header[60:64] = wire.payload_crc(bytes(header), body).to_bytes(4, "little")
+        return bytes(header) + body
+
+    def stream(*fields) -> bytes:
+        out = []
+        for kind, v in fields:
+            if kind == "g":
+                n = v.bit_length() - 1
+                out += [0] * n + [(v >> k) & 1 for k in range(n, -1, -1)]
+            else:
+                out.append(v)
+        out += [0] * (-len(out) % 8)
+        return bytes(sum(b << k for k, b in enumerate(out[i : i + 8])) for i in range(0, len(out), 8))
+
+    assert h.body_bytes == len(good) - 64
+    cases = {
+        "gap past the end": norms + stream(("g", 5)),
+        "level above s": norms + stream(("g", 1), ("b", 0), ("g", 4), ("g", 3), ("g", 4)),
+        "ends early": norms + stream(("g", 2), ("b", 0), ("g", 3)),
+        "trailing byte": good[64:] + b"\0",
+        "norms cut": norms[:4],
+    }
+    for what, body in cases.items():
+        payload = sealed(body)
+        with pytest.raises(wire.WireError) as e:
+            wire.decode(payload)
+        assert e.value.code == "corrupt", what
+        with pytest.raises(cp.Error) as e:
+            cp.decompress(codec, np.frombuffer(payload, np.uint8))
+        assert e.value.code == cp.errc.corrupt, what
+
+
 def test_refusals_follow_the_validation_order():
     x = np.random.default_rng(1).standard_normal(300).astype(F32)
     checked = 0

@@ -461,10 +461,82 @@ def stochastic_layout(codec: int, params: bytes, n: int):
 
 
 def stochastic_body_bytes(codec: int, params: bytes, n: int) -> int:
+    """The body's length; for qsgd's Elias body (params byte 8 = 1) its largest."""
     if n == 0:
         return 0
     block, sb, bits = stochastic_layout(codec, params, n)
-    return -(-n // block) * sb + -(-n * bits // 8)
+    groups = -(-n // block)
+    if qsgd_elias(codec, params):
+        (levels,) = struct.unpack_from("<I", params, 4)
+        return groups * 4 + -(-(n * (2 + gamma_bits(levels)) + groups) // 8)
+    return groups * sb + -(-n * bits // 8)
+
+
+def qsgd_elias(codec: int, params: bytes) -> bool:
+    """Whether a qsgd payload has the Elias body (params byte 8)."""
+    return codec in QSGD_BITS and params[8] == 1
+
+
+def gamma_bits(v: int) -> int:
+    """Length of Elias-gamma(v): 2 floor(log2 v) + 1."""
+    return 2 * (v.bit_length() - 1) + 1
+
+
+def qsgd_elias_codes(params: bytes, n: int, body: bytes, bits: int) -> np.ndarray:
+    """"qsgd, Elias body": the fixed coding's code of every element, read from the stream
+    group by group; WireError("corrupt") for a stream no encoder writes."""
+    (block,) = struct.unpack_from("<I", params, 0)
+    (levels,) = struct.unpack_from("<I", params, 4)
+    block = block if block else n
+    groups = -(-n // block)
+    if len(body) < 4 * groups:
+        raise WireError("corrupt")
+    stream = body[4 * groups :]
+    total = 8 * len(stream)
+    pos = 0
+
+    def bit() -> int:
+        nonlocal pos
+        if pos >= total:
+            raise WireError("corrupt")
+        b = (stream[pos >> 3] >> (pos & 7)) & 1
+        pos += 1
+        return b
+
+    def gamma() -> int:
+        zeros = 0
+        while bit() == 0:
+            zeros += 1
+            if zeros > 63:
+                raise WireError("corrupt")
+        v = 1
+        for _ in range(zeros):
+            v = (v << 1) | bit()
+        return v
+
+    codes = np.zeros(n, np.int64)
+    for g in range(groups):
+        first = g * block
+        m = min(n, first + block) - first
+        previous = 0
+        while True:
+            gap = gamma()
+            position = previous + gap
+            if position > m + 1:
+                raise WireError("corrupt")
+            if position == m + 1:
+                break
+            sign = bit()
+            level = gamma()
+            if level > levels:
+                raise WireError("corrupt")
+            codes[first + position - 1] = (sign << (bits - 1)) | level
+            previous = position
+    if -(-pos // 8) != len(stream):
+        raise WireError("corrupt")
+    if pos % 8 and stream[-1] >> (pos % 8):
+        raise WireError("corrupt")
+    return codes
 
 
 def decode_stochastic(codec: int, params: bytes, n: int, body: bytes) -> np.ndarray:
@@ -472,7 +544,10 @@ def decode_stochastic(codec: int, params: bytes, n: int, body: bytes) -> np.ndar
         return np.zeros(0, F32)
     block, sb, bits = stochastic_layout(codec, params, n)
     groups = -(-n // block)
-    codes = unpack_codes(body[groups * sb :], n, bits).astype(np.int64)
+    if qsgd_elias(codec, params):
+        codes = qsgd_elias_codes(params, n, body, bits)
+    else:
+        codes = unpack_codes(body[groups * sb :], n, bits).astype(np.int64)
     g = np.arange(n) // block
     with np.errstate(all="ignore"):
         if codec in QSGD_BITS:
@@ -566,8 +641,8 @@ def decode_values(payload: bytes, h: Header) -> np.ndarray:
     expected = body_bytes_for(h.codec, h.params, h.count)
     if expected is None:
         raise WireError("codec_mismatch")
-    if h.body_bytes != expected:
-        raise WireError("corrupt")
+    if h.body_bytes > expected if qsgd_elias(h.codec, h.params) else h.body_bytes != expected:
+        raise WireError("corrupt")  # the Elias body's length varies: at most the largest
     body = bytes(payload[64 : 64 + h.body_bytes])
     n = h.count
     if h.codec == 1:

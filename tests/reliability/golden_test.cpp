@@ -29,7 +29,11 @@
 // - the quantized random-k digest was recorded when its value quantizer was added, from a build
 //   in which its bodies equalled the quantize body of the kept values in stratum order
 //   (random_k_quantized_test.cpp) and the Python decoder written from the document read them
-//   back.
+//   back;
+// - qsgd's Elias digest was recorded when the Elias body was added, from a build in which its
+//   payloads decoded to the fixed-width body's bits, its lengths equalled the sum of the Elias
+//   codes (qsgd_elias_test.cpp) and the Python decoder written from the document read them back
+//   (the other digests did not change: the fixed body's params byte 8 is 0).
 
 #include <doctest/doctest.h>
 
@@ -330,6 +334,23 @@ template <class Policy> std::uint64_t random_k_quantized_digest(const Policy& p)
   return d.h;
 }
 
+/// qsgd's Elias body: s = 1 with one norm per tensor, s = 7 in blocks of 128, s = 127 in blocks
+/// of 5 (a block that does not divide most sizes).
+template <class Policy> std::uint64_t qsgd_elias_digest(const Policy& p) {
+  digest d;
+  const auto each = [&](auto c) {
+    c.coding = cp::qsgd_coding::elias;
+    for (std::size_t n : {0u, 1u, 15u, 16u, 33u, 1003u, 70001u})
+      for (int kind = 0; kind < 4; ++kind)
+        for (auto policy : policies)
+          run_all_types(p, d, c, input(n, kind, 13), policy, 2, n < 2000 && kind < 2);
+  };
+  each(cp::qsgd2{.levels = 1});
+  each(cp::qsgd4{.block = 128, .levels = 7});
+  each(cp::qsgd8{.block = 5, .levels = 127});
+  return d.h;
+}
+
 /// Several steps of a feedback pipeline on one tensor: payloads and the sender state.
 template <class Pipe> void run_pipeline(digest& d, const Pipe& pipe, std::size_t n) {
   auto state = pipe.make_state(n);
@@ -389,6 +410,7 @@ constexpr std::uint64_t golden_scaled_codecs = 0xe69084f10c4d1398ull;
 constexpr std::uint64_t golden_stochastic_codecs = 0x4c1b602a762fbcb4ull;
 constexpr std::uint64_t golden_sparse_quantized = 0xac1fcd83bf3c66ccull;
 constexpr std::uint64_t golden_random_k_quantized = 0x63e35368a59ed6f3ull;
+constexpr std::uint64_t golden_qsgd_elias = 0xffc911debda42619ull;
 
 } // namespace
 
@@ -434,6 +456,11 @@ TEST_SUITE("reliability") {
     check_digest("random_k quantized (par)",
                  random_k_quantized_digest(cp::cpu::par_t{.threads = 3, .grain = 256}),
                  golden_random_k_quantized);
+  }
+  TEST_CASE("golden: qsgd's Elias body writes and reads the recorded bytes") {
+    check_digest("qsgd elias (seq)", qsgd_elias_digest(cp::cpu::seq), golden_qsgd_elias);
+    check_digest("qsgd elias (par)", qsgd_elias_digest(cp::cpu::par_t{.threads = 3, .grain = 256}),
+                 golden_qsgd_elias);
   }
   TEST_CASE("golden: error feedback and LoCo steps write the recorded payloads and states") {
     check_digest("feedback", feedback_digest(), golden_feedback);

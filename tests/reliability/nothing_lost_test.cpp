@@ -42,7 +42,9 @@ template <class C>
 std::vector<std::byte> encode_vec(const C& c, const cp::context& ctx, const std::vector<float>& x) {
   std::vector<std::byte> out(cp::max_payload_bytes(c, x.size()));
   std::vector<std::byte> ws(cp::workspace_bytes(cp::cpu::seq, c, x.size()));
-  cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(x), std::span(out), std::span(ws));
+  const cp::encode_result r =
+      cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(x), std::span(out), std::span(ws));
+  out.resize(r.bytes); // the payload's own bytes: a variable-length body (qsgd's Elias) is shorter
   return out;
 }
 

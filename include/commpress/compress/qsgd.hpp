@@ -6,8 +6,10 @@
 /// QSGD (Alistarh et al., NeurIPS 2017): every element as its sign and one of s + 1 levels
 /// l/s of the group's L2 norm, rounded at random so that its expectation is the element
 /// (docs/methods.md section 15). A stochastic block-scaled codec of the kit
-/// (compress/scaled.hpp), with fixed-width codes of Bits bits instead of the paper's Elias
-/// coding; the body layout is in docs/wire-format.md ("qsgd").
+/// (compress/scaled.hpp): by default fixed-width codes of Bits bits; with
+/// coding = qsgd_coding::elias, the same levels, signs and random draws sent as the paper's
+/// Elias coding (its section 3.2), a body of variable length written by the CPU backend
+/// (backend/cpu/qsgd.hpp). Both body layouts are in docs/wire-format.md ("qsgd").
 ///
 /// With the group's norm r and y = |x| s / r in [0, s], the level is floor(y) + 1 with
 /// probability y - floor(y) and floor(y) otherwise (the paper's xi_i(v, s), section 3.1), so
@@ -24,6 +26,22 @@
 
 namespace commpress {
 
+/// @brief How qsgd sends its levels (header params byte 8).
+enum class qsgd_coding : std::uint8_t {
+  fixed = 0, ///< a code of Bits bits per element (the kit's body)
+  /// per group, each nonzero level as Elias-gamma(gap), its sign bit, Elias-gamma(level), and
+  /// a closing gap that reaches the group's end (docs/wire-format.md, "qsgd, Elias body")
+  elias = 1,
+};
+
+/// @brief Bits of the Elias-gamma code of v >= 1: 2 floor(log2 v) + 1.
+constexpr std::uint64_t elias_gamma_bits(std::uint64_t v) noexcept {
+  unsigned floor_log2 = 0;
+  while (v >> (floor_log2 + 1) != 0)
+    ++floor_log2;
+  return 2u * floor_log2 + 1u;
+}
+
 /// @brief QSGD's stochastic levels of the L2 norm, codes of Bits bits (sign and level), one f32
 /// norm per tensor or per block.
 /// @tparam Bits code width, 2 to 8: up to 2^(Bits-1) - 1 levels
@@ -37,6 +55,7 @@ template <unsigned Bits> struct qsgd {
 
   std::uint32_t block = 0;           ///< elements per block (the paper's bucket); 0: the tensor
   std::uint32_t levels = max_levels; ///< s, 1 to 2^(Bits-1) - 1
+  qsgd_coding coding = qsgd_coding::fixed; ///< the body: fixed-width codes or Elias coding
 
   static constexpr unsigned code_bits = Bits;
   static constexpr bool stochastic = true;
@@ -48,19 +67,40 @@ template <unsigned Bits> struct qsgd {
 
   [[nodiscard]] static constexpr bool needs_norm() noexcept { return true; }
   [[nodiscard]] constexpr std::uint64_t block_length() const noexcept { return block; }
+  /// The body's bytes for n elements; with the Elias coding its largest length, what
+  /// elias_max_stream_bits allows.
   [[nodiscard]] constexpr std::uint64_t body_bytes(std::uint64_t n) const noexcept {
+    if (coding == qsgd_coding::elias)
+      return n == 0 ? 0 : scaled::codes_offset(*this, n) + (elias_max_stream_bits(n) + 7u) / 8u;
     return scaled::body_bytes(*this, n);
   }
-  /// Header params: [0..3] block (u32 LE), [4..7] levels (u32 LE).
+  /// Whether the body may be shorter than body_bytes(n): the Elias coding's is; the header's
+  /// body_bytes says how long it is (core/concepts.hpp, variable_body_codec).
+  [[nodiscard]] constexpr bool variable_body() const noexcept {
+    return coding == qsgd_coding::elias;
+  }
+  /// The Elias stream's largest length in bits for n > 0 elements. A group of m elements with k
+  /// nonzero levels sends k + 1 gaps summing to m + 1, each Elias-gamma(g) of at most 2g - 1
+  /// bits, so at most 2(m + 1) - (k + 1) bits of gaps, and k signs and levels of at most
+  /// 1 + elias_gamma_bits(s) bits: m (2 + elias_gamma_bits(s)) + 1 bits, reached when every level
+  /// is s (or of as many bits).
+  [[nodiscard]] constexpr std::uint64_t elias_max_stream_bits(std::uint64_t n) const noexcept {
+    return n * (2u + elias_gamma_bits(levels)) + scaled::n_groups(*this, n);
+  }
+  /// Header params: [0..3] block (u32 LE), [4..7] levels (u32 LE), [8] coding (0 fixed, which
+  /// keeps the fixed-width payloads as they were, 1 elias).
   [[nodiscard]] constexpr codec_params params() const noexcept {
     codec_params p{};
     detail::put_param(p, 0, block);
     detail::put_param(p, 4, levels);
+    detail::put_param(p, 8, static_cast<std::uint8_t>(coding));
     return p;
   }
   [[nodiscard]] constexpr status can_implement(std::uint64_t) const noexcept {
     if (levels < 1 || levels > max_levels)
       return {errc::invalid_argument, "qsgd: levels must be in [1, 2^(Bits-1) - 1]"};
+    if (coding != qsgd_coding::fixed && coding != qsgd_coding::elias)
+      return {errc::invalid_argument, "qsgd: coding must be qsgd_coding::fixed or ::elias"};
     return {};
   }
 

@@ -46,6 +46,13 @@ template <codec Inner> struct rotated {
   [[nodiscard]] constexpr status can_implement(std::uint64_t n) const noexcept {
     if (log2_window < hadamard_min_log2 || log2_window > hadamard_max_log2)
       return {errc::invalid_argument, "rotated: log2_window must be 3 to 12"};
+    if constexpr (requires { inner.variable_body(); }) {
+      // The rotation takes the inner body back window by window, which a variable-length
+      // stream (qsgd's Elias coding) does not allow.
+      if (inner.variable_body())
+        return {errc::invalid_argument, "rotated: the inner codec's body must not vary in length "
+                                        "(qsgd's Elias coding)"};
+    }
     return inner.can_implement(n);
   }
 

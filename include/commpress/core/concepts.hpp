@@ -35,7 +35,27 @@ concept codec = std::is_trivially_copyable_v<C> && std::equality_comparable<C> &
   noexcept->std::same_as<status>;
 };
 
-/// @brief Exact size of the payload a codec writes for n elements (header + body).
+/// @brief A codec whose configuration may write a body shorter than body_bytes(n), which is
+/// then its largest length: `variable_body()` says whether this configuration's body varies
+/// (qsgd's Elias coding). Such a body's length is the header's body_bytes, and encode returns
+/// it (docs/wire-format.md, "Validation order").
+template <class C>
+concept variable_body_codec = codec<C> && requires(const C& c) {
+  { c.variable_body() }
+  noexcept->std::same_as<bool>;
+};
+
+/// @brief Whether codec c's body may be shorter than c.body_bytes(n).
+template <codec C> constexpr bool has_variable_body(const C& c) noexcept {
+  if constexpr (variable_body_codec<C>) {
+    return c.variable_body();
+  } else {
+    return false;
+  }
+}
+
+/// @brief Size of the payload a codec writes for n elements (header + body): exact, or the
+/// largest for a variable body (variable_body_codec).
 template <codec C> constexpr std::uint64_t max_payload_bytes(const C& c, std::uint64_t n) noexcept {
   return format::header_bytes + c.body_bytes(n);
 }

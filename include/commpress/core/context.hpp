@@ -41,7 +41,8 @@ struct context {
 
 /// @brief What an encode call produced.
 struct encode_result {
-  std::size_t bytes = 0;     ///< payload bytes written (always the codec's max_payload_bytes)
+  std::size_t bytes = 0;     ///< payload bytes written: the codec's max_payload_bytes, or
+                             ///< less for a variable body (variable_body_codec)
   std::size_t nonfinite = 0; ///< non-finite input elements seen
 };
 

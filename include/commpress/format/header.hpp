@@ -246,11 +246,14 @@ inline payload_header validate_envelope(std::span<const std::byte> payload) {
 }
 
 /// @brief validate_envelope, then checks that the payload was written by exactly this codec
-/// configuration (and transform) for `count` elements with a body of `body_bytes`.
+/// configuration (and transform) for `count` elements with a body of `body_bytes`, or of at
+/// most `body_bytes` where `variable_body` (a codec whose body length varies: its decoder checks
+/// that the body ends where its stream does).
 /// @throws commpress::error (the envelope errors, codec_mismatch, size_mismatch, corrupt)
 inline payload_header validate(std::span<const std::byte> payload, codec_id codec,
                                const codec_params& params, std::uint8_t transform,
-                               std::uint64_t count, std::uint64_t body_bytes) {
+                               std::uint64_t count, std::uint64_t body_bytes,
+                               bool variable_body = false) {
   constexpr const char* who = "payload";
   const payload_header h = validate_envelope(payload);
   COMMPRESS_EXPECTS(h.codec == codec, errc::codec_mismatch, who,
@@ -265,9 +268,11 @@ inline payload_header validate(std::span<const std::byte> payload, codec_id code
   COMMPRESS_EXPECTS(h.count == count, errc::size_mismatch, who,
                     "payload holds " + std::to_string(h.count) + " elements, output has " +
                         std::to_string(count));
-  COMMPRESS_EXPECTS(h.body_bytes == body_bytes, errc::corrupt, who,
-                    "body length " + std::to_string(h.body_bytes) + " is not the " +
-                        std::to_string(body_bytes) + " this configuration writes");
+  COMMPRESS_EXPECTS(variable_body ? h.body_bytes <= body_bytes : h.body_bytes == body_bytes,
+                    errc::corrupt, who,
+                    "body length " + std::to_string(h.body_bytes) +
+                        (variable_body ? " exceeds the largest, " : " is not the ") +
+                        std::to_string(body_bytes) + ", this configuration writes");
   return h;
 }
 
@@ -275,8 +280,18 @@ inline payload_header validate(std::span<const std::byte> payload, codec_id code
 /// transform) holding `count` elements.
 template <class C>
 payload_header validate_for(std::span<const std::byte> payload, const C& c, std::uint64_t count) {
+  bool variable_body = false;
+  if constexpr (requires { c.variable_body(); })
+    variable_body = c.variable_body();
   return validate(payload, C::id, c.params(), codec_transform<C>::byte(c), count,
-                  c.body_bytes(count));
+                  c.body_bytes(count), variable_body);
+}
+
+/// @brief Sets the body length of a header written by write_header (bytes 16..23), for a body
+/// whose length is known once it is written; seal the payload after.
+inline void store_body_bytes(std::span<std::byte> payload, std::uint64_t body_bytes) {
+  detail::store_le<std::uint64_t>(
+      reinterpret_cast<unsigned char*>(payload.data()) + field::body_bytes, body_bytes);
 }
 
 } // namespace format

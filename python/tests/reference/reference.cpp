@@ -86,7 +86,9 @@ void codec_case(std::size_t index, const C& c, const std::vector<T>& x) {
   const std::string base = "codec/" + std::to_string(index) + "/" + dtype_name(cp::dtype_of_v<T>);
   std::vector<std::byte> payload(cp::max_payload_bytes(c, x.size()));
   std::vector<std::byte> ws(cp::workspace_bytes(cp::cpu::seq, c, x.size()));
-  cp::encode(cp::cpu::seq, c, codec_ctx, std::span<const T>(x), std::span(payload), std::span(ws));
+  const cp::encode_result r = cp::encode(cp::cpu::seq, c, codec_ctx, std::span<const T>(x),
+                                         std::span(payload), std::span(ws));
+  payload.resize(r.bytes); // the payload's own bytes: a variable-length body is shorter
   record(base + "/payload", payload);
   std::vector<float> decoded(x.size());
   cp::decode(cp::cpu::seq, c, std::span<const std::byte>(payload), std::span(decoded));

@@ -199,10 +199,12 @@ template <element T> COMMPRESS_FORCEINLINE float finite_or_zero(const T* x, std:
 
 /// The codes of x[first, last), one group with encoder k (a poisoned group: all 0), into the
 /// writer; zero_and_count's non-finite elements count as 0.
-template <class C, element T>
+/// Writer: code_writer<C::code_bits>, or any type with put(code) (backend/cpu/qsgd.hpp's
+/// Elias writer takes the same codes).
+template <class C, element T, class Writer>
 COMMPRESS_FORCEINLINE void put_codes(const C& c, const T* COMMPRESS_RESTRICT x, std::uint64_t first,
                                      std::uint64_t last, bool poisoned, typename C::encoder k,
-                                     const random_source& r, code_writer<C::code_bits>& w) {
+                                     const random_source& r, Writer& w) {
   if (poisoned) {
     for (std::uint64_t i = first; i < last; ++i)
       w.put(0);
@@ -307,7 +309,10 @@ void decode_values(const C& c, std::uint64_t n, const unsigned char* body, std::
 
 namespace detail {
 
-template <block_scaled_codec C> struct codec_impl<C, cpu::seq_t> {
+/// The kit's implementation under cpu::seq: codec_impl<C, cpu::seq_t> for a block-scaled codec
+/// whose body does not vary (below); a codec with a variable body (qsgd) has its own
+/// codec_impl, which runs this one for its fixed-width body.
+template <block_scaled_codec C> struct scaled_seq_impl {
   /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl): roundtrip encodes
   /// into the workspace and decodes.
   static constexpr bool hashes_body = false;
@@ -345,13 +350,14 @@ template <block_scaled_codec C> struct codec_impl<C, cpu::seq_t> {
   }
 };
 
-template <block_scaled_codec C> struct codec_impl<C, cpu::par_t> {
+/// The kit's implementation under cpu::par (as scaled_seq_impl).
+template <block_scaled_codec C> struct scaled_par_impl {
   /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl): roundtrip encodes
   /// into the workspace and decodes.
   static constexpr bool hashes_body = false;
   static constexpr bool custom_roundtrip = false;
 
-  using seq = codec_impl<C, cpu::seq_t>;
+  using seq = scaled_seq_impl<C>;
 
   static std::uint64_t workspace_bytes(const C&, std::uint64_t) { return 0; }
 
@@ -460,5 +466,17 @@ private:
   }
 };
 
+template <block_scaled_codec C>
+requires(!variable_body_codec<C>) struct codec_impl<C, cpu::seq_t> : scaled_seq_impl<C> {
+};
+
+template <block_scaled_codec C>
+requires(!variable_body_codec<C>) struct codec_impl<C, cpu::par_t> : scaled_par_impl<C> {
+};
+
 } // namespace detail
 } // namespace commpress
+
+// qsgd, a codec of the kit with a second, variable-length body: its codec_impl goes wherever
+// the kit's does, so no program runs qsgd's Elias configuration through the kit.
+#include "commpress/backend/cpu/qsgd.hpp"

@@ -1,0 +1,394 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// qsgd on the CPU backends: the kit's fixed-width body (backend/cpu/scaled.hpp), or the Elias
+/// body of QSGD's coding (Alistarh et al., NeurIPS 2017, section 3.2; docs/wire-format.md,
+/// "qsgd, Elias body").
+///
+/// The Elias body takes the fixed coding's codes, drawn by the kit's own put_codes (the same
+/// group norms, levels, signs and random word per element), and writes each group's nonzero
+/// levels as Elias-gamma(gap), the sign bit and Elias-gamma(level), closed by a gap that reaches
+/// the group's end; so its decode equals the fixed body's, bit for bit. Its length depends on
+/// the levels: encode reports it, and the header carries it (codec_ops.hpp).
+///
+/// Decode reads the stream twice: once to validate all of it (a gap past its group's end, a
+/// level above s, a stream that ends early, bytes or bits after its end), throwing
+/// commpress::error before any output is written, then to write the values. cpu::par runs the
+/// Elias body as cpu::seq does (the stream is sequential; the bytes are the same).
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "commpress/backend/cpu/policy.hpp"
+#include "commpress/backend/cpu/scaled.hpp"
+#include "commpress/compress/qsgd.hpp"
+#include "commpress/core/context.hpp"
+#include "commpress/core/error.hpp"
+#include "commpress/core/math.hpp"
+
+namespace commpress {
+namespace cpu::detail::qsgd_elias {
+
+/// The low `count` bits of v (1 <= count <= 64) in reverse order.
+inline std::uint64_t reverse_bits(std::uint64_t v, unsigned count) {
+  v = ((v >> 1) & 0x5555555555555555u) | ((v & 0x5555555555555555u) << 1);
+  v = ((v >> 2) & 0x3333333333333333u) | ((v & 0x3333333333333333u) << 2);
+  v = ((v >> 4) & 0x0f0f0f0f0f0f0f0fu) | ((v & 0x0f0f0f0f0f0f0f0fu) << 4);
+  v = ((v >> 8) & 0x00ff00ff00ff00ffu) | ((v & 0x00ff00ff00ff00ffu) << 8);
+  v = ((v >> 16) & 0x0000ffff0000ffffu) | ((v & 0x0000ffff0000ffffu) << 16);
+  v = (v >> 32) | (v << 32);
+  return v >> (64u - count);
+}
+
+/// Appends bits to a stream from a byte boundary, least significant bit first
+/// (format/bit_packing.hpp's order); finish() writes a partial last byte, its high bits 0.
+struct bit_writer {
+  unsigned char* out;
+  std::uint64_t pending = 0;
+  unsigned held = 0;
+  std::uint64_t bits = 0; ///< bits appended
+
+  /// The low `count` bits of v, count <= 32.
+  COMMPRESS_FORCEINLINE void put(std::uint64_t v, unsigned count) {
+    pending |= v << held;
+    held += count;
+    bits += count;
+    while (held >= 8) {
+      *out++ = static_cast<unsigned char>(pending);
+      pending >>= 8;
+      held -= 8;
+    }
+  }
+  /// Elias-gamma(v), v >= 1: floor(log2 v) zero bits, then v's floor(log2 v) + 1 bits from the
+  /// most significant (a 1) down.
+  COMMPRESS_FORCEINLINE void gamma(std::uint64_t v) {
+    const unsigned top = 63u - static_cast<unsigned>(std::countl_zero(v));
+    if (top <= 15u) {
+      put(reverse_bits(v, top + 1u) << top, 2u * top + 1u);
+      return;
+    }
+    for (unsigned z = top; z > 0;) {
+      const unsigned k = z < 32u ? z : 32u;
+      put(0, k);
+      z -= k;
+    }
+    const std::uint64_t r = reverse_bits(v, top + 1u);
+    if (top + 1u <= 32u) {
+      put(r, top + 1u);
+    } else {
+      put(r & 0xffffffffu, 32u);
+      put(r >> 32, top + 1u - 32u);
+    }
+  }
+  void finish() {
+    if (held > 0)
+      *out++ = static_cast<unsigned char>(pending);
+    pending = 0;
+    held = 0;
+  }
+};
+
+/// Takes one group's codes in element order (the kit's put_codes writer) and appends each
+/// nonzero level's entry: Elias-gamma(gap), sign bit, Elias-gamma(level). Positions count from
+/// 1 in the group; the gap is from the previous nonzero's position (0 before the first).
+template <unsigned Bits> struct group_writer {
+  bit_writer& w;
+  std::uint64_t position = 0; ///< of the last code taken
+  std::uint64_t previous = 0; ///< position of the last nonzero level
+
+  COMMPRESS_FORCEINLINE void put(std::uint32_t code) {
+    ++position;
+    const std::uint32_t level = code & qsgd<Bits>::max_levels;
+    if (level == 0) // the fixed coding gives level 0 no sign
+      return;
+    w.gamma(position - previous);
+    w.put(code >> (Bits - 1), 1);
+    w.gamma(level);
+    previous = position;
+  }
+  /// The closing gap, to position m + 1 of a group of m elements.
+  void close() { w.gamma(position + 1 - previous); }
+};
+
+/// Encodes x[0, n) (n > 0) as the Elias body at `body`; sets `written` to its bytes and
+/// returns the NaN/Inf count.
+template <unsigned Bits, element T>
+std::size_t encode(const qsgd<Bits>& c, nonfinite_policy policy, const scaled_kit::random_source& r,
+                   const T* x, std::uint64_t n, unsigned char* body, std::uint64_t& written) {
+  using C = qsgd<Bits>;
+  const scaled_kit::layout<C> l(c, n, body);
+  bit_writer w{l.codes(c)};
+  std::size_t bad = 0;
+  for (std::uint64_t g = 0; g < scaled::n_groups(c, n); ++g) {
+    const std::uint64_t first = g * l.length;
+    const std::uint64_t last = std::min(n, first + l.length);
+    const scaled_kit::statistics st = scaled_kit::statistics_of(x, first, last);
+    bad += st.nonfinite;
+    const bool poisoned = st.nonfinite != 0 && policy == nonfinite_policy::propagate;
+    const float s = poisoned ? C::poisoned_scale
+                             : c.make_scale(scaled_kit::group_statistics_of(c, x, first, last, st),
+                                            no_tensor_scale{});
+    l.store_scale(g, s);
+    group_writer<Bits> gw{w};
+    scaled_kit::put_codes(c, x, first, last, poisoned,
+                          poisoned ? typename C::encoder{} : c.make_encoder(s, no_tensor_scale{}),
+                          r, gw);
+    gw.close();
+  }
+  w.finish();
+  written = scaled::codes_offset(c, n) + (w.bits + 7u) / 8u;
+  return bad;
+}
+
+/// Reads a stream of `bytes` bytes, least significant bit first; every read past its end
+/// throws errc::corrupt.
+struct bit_reader {
+  const unsigned char* p;
+  const unsigned char* end;
+  std::uint64_t pending = 0;
+  unsigned held = 0;
+  std::uint64_t bits = 0; ///< bits read
+
+  static void refuse(const std::string& why) {
+    COMMPRESS_EXPECTS(false, errc::corrupt, "qsgd", "Elias body: " + why);
+  }
+  COMMPRESS_FORCEINLINE void refill() {
+    while (held <= 56u && p < end) {
+      pending |= static_cast<std::uint64_t>(*p++) << held;
+      held += 8;
+    }
+  }
+  /// `count` bits, count <= 32.
+  COMMPRESS_FORCEINLINE std::uint64_t get(unsigned count) {
+    if (held < count) {
+      refill();
+      if (held < count)
+        refuse("the stream ends inside a code");
+    }
+    const std::uint64_t v = pending & ((std::uint64_t{1} << count) - 1u);
+    pending >>= count;
+    held -= count;
+    bits += count;
+    return v;
+  }
+  /// An Elias-gamma code (at most 127 bits: a value below 2^64).
+  COMMPRESS_FORCEINLINE std::uint64_t gamma() {
+    unsigned zeros = 0;
+    for (;;) {
+      if (held == 0) {
+        refill();
+        if (held == 0)
+          refuse("the stream ends inside a code");
+      }
+      if (pending != 0) {
+        const unsigned z = static_cast<unsigned>(std::countr_zero(pending));
+        zeros += z;
+        pending >>= z;
+        held -= z;
+        bits += z;
+        break;
+      }
+      zeros += held;
+      bits += held;
+      pending = 0;
+      held = 0;
+      if (zeros > 63u)
+        refuse("an Elias-gamma code of more than 64 bits");
+    }
+    if (zeros > 63u)
+      refuse("an Elias-gamma code of more than 64 bits");
+    const unsigned count = zeros + 1u;
+    std::uint64_t r = get(count < 32u ? count : 32u);
+    if (count > 32u)
+      r |= get(count - 32u) << 32;
+    return reverse_bits(r, count);
+  }
+};
+
+/// Reads the Elias stream of an n-element body (n > 0) of `body_bytes` bytes, group by group:
+/// sink.zeros(first, last, d) for the elements of level 0, sink.value(i, code, d) for the
+/// others, d the group's decoder. Throws errc::corrupt, with nothing handed to the sink after,
+/// where the stream is not one the encoder writes.
+template <unsigned Bits, class Sink>
+void read_body(const qsgd<Bits>& c, std::uint64_t n, const unsigned char* body,
+               std::uint64_t body_bytes, Sink&& sink) {
+  using C = qsgd<Bits>;
+  const scaled_kit::layout<C, const unsigned char> l(c, n, body);
+  const std::uint64_t stream_at = scaled::codes_offset(c, n);
+  if (body_bytes < stream_at)
+    bit_reader::refuse("the body ends inside the group norms");
+  const unsigned char* stream = l.codes(c);
+  bit_reader r{stream, stream + (body_bytes - stream_at)};
+  for (std::uint64_t g = 0; g < scaled::n_groups(c, n); ++g) {
+    const std::uint64_t first = g * l.length;
+    const std::uint64_t m = std::min(n, first + l.length) - first;
+    const typename C::decoder d = c.make_decoder(l.load_scale(g), no_tensor_scale{});
+    std::uint64_t previous = 0; // position of the last nonzero level, from 1
+    for (;;) {
+      const std::uint64_t gap = r.gamma();
+      if (gap > m + 1 - previous)
+        bit_reader::refuse("a gap past the end of group " + std::to_string(g));
+      const std::uint64_t position = previous + gap;
+      sink.zeros(first + previous, first + position - 1, d);
+      if (position == m + 1)
+        break;
+      const std::uint32_t sign = static_cast<std::uint32_t>(r.get(1));
+      const std::uint64_t level = r.gamma();
+      if (level > c.levels)
+        bit_reader::refuse("a level above s = " + std::to_string(c.levels) + " in group " +
+                           std::to_string(g));
+      sink.value(first + position - 1, sign << (Bits - 1) | static_cast<std::uint32_t>(level), d);
+      previous = position;
+    }
+  }
+  const std::uint64_t used = (r.bits + 7u) / 8u;
+  if (used != body_bytes - stream_at)
+    bit_reader::refuse("bytes after the end of the stream");
+  if (r.bits % 8u != 0 && (stream[used - 1] >> (r.bits % 8u)) != 0)
+    bit_reader::refuse("nonzero bits after the end of the stream");
+}
+
+/// Validates the whole body, then writes out = value (or out += weight * value when
+/// Accumulate), each element's value decode_value(code, d) as the fixed body's.
+template <bool Accumulate, unsigned Bits, class T>
+void decode(const qsgd<Bits>& c, std::uint64_t body_bytes, const unsigned char* body,
+            std::span<T> out, float weight) {
+  const std::uint64_t n = out.size();
+  if (n == 0)
+    return;
+  struct validate_only {
+    void zeros(std::uint64_t, std::uint64_t, float) const {}
+    void value(std::uint64_t, std::uint32_t, float) const {}
+  };
+  read_body(c, n, body, body_bytes, validate_only{});
+  T* o = out.data();
+  const auto store = [&](std::uint64_t i, float v) {
+    if constexpr (Accumulate) {
+      o[i] = commpress::detail::add_rn(o[i], commpress::detail::mul_rn(weight, v));
+    } else {
+      o[i] = from_float<T>(v);
+    }
+  };
+  struct writer {
+    const qsgd<Bits>& c;
+    decltype(store)& put;
+    void zeros(std::uint64_t a, std::uint64_t b, float d) const {
+      const float z = c.decode_value(0, d);
+      for (std::uint64_t i = a; i < b; ++i)
+        put(i, z);
+    }
+    void value(std::uint64_t i, std::uint32_t code, float d) const {
+      put(i, c.decode_value(code, d));
+    }
+  };
+  read_body(c, n, body, body_bytes, writer{c, store});
+}
+
+} // namespace cpu::detail::qsgd_elias
+
+namespace detail {
+
+/// qsgd under cpu::seq: the kit's fixed-width body, or the Elias body.
+template <unsigned Bits> struct codec_impl<qsgd<Bits>, cpu::seq_t> {
+  using C = qsgd<Bits>;
+  using kit = scaled_seq_impl<C>;
+  /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl): roundtrip encodes
+  /// into the workspace and decodes.
+  static constexpr bool hashes_body = false;
+  static constexpr bool custom_roundtrip = false;
+
+  static std::uint64_t workspace_bytes(const C&, std::uint64_t) { return 0; }
+
+  template <element T>
+  static std::size_t encode_body(const cpu::seq_t& p, const C& c, const context& ctx,
+                                 std::span<const T> in, unsigned char* body,
+                                 std::span<std::byte> ws, std::uint64_t& written) {
+    if (c.coding != qsgd_coding::elias) {
+      written = c.body_bytes(in.size());
+      return kit::encode_body(p, c, ctx, in, body, ws);
+    }
+    written = 0;
+    if (in.empty())
+      return 0;
+    return cpu::detail::qsgd_elias::encode(c, ctx.on_nonfinite,
+                                           cpu::detail::scaled_kit::random_source::of(ctx),
+                                           in.data(), in.size(), body, written);
+  }
+  template <element T>
+  static std::size_t encode_body(const cpu::seq_t& p, const C& c, const context& ctx,
+                                 std::span<const T> in, unsigned char* body,
+                                 std::span<std::byte> ws) {
+    std::uint64_t written = 0;
+    return encode_body(p, c, ctx, in, body, ws, written);
+  }
+
+  template <element T>
+  static void decode_body(const cpu::seq_t& p, const C& c, const payload_header& h,
+                          const unsigned char* body, std::span<T> out) {
+    if (c.coding != qsgd_coding::elias)
+      return kit::decode_body(p, c, h, body, out);
+    cpu::detail::qsgd_elias::decode<false>(c, h.body_bytes, body, out, 1.0f);
+  }
+
+  static void accumulate_body(const cpu::seq_t& p, const C& c, const payload_header& h,
+                              const unsigned char* body, std::span<float> acc, float weight) {
+    if (c.coding != qsgd_coding::elias)
+      return kit::accumulate_body(p, c, h, body, acc, weight);
+    cpu::detail::qsgd_elias::decode<true>(c, h.body_bytes, body, acc, weight);
+  }
+};
+
+/// qsgd under cpu::par: the kit's fixed-width body over ranges; the Elias body, one sequential
+/// stream, as cpu::seq writes and reads it.
+template <unsigned Bits> struct codec_impl<qsgd<Bits>, cpu::par_t> {
+  using C = qsgd<Bits>;
+  using kit = scaled_par_impl<C>;
+  using seq = codec_impl<C, cpu::seq_t>;
+  /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl): roundtrip encodes
+  /// into the workspace and decodes.
+  static constexpr bool hashes_body = false;
+  static constexpr bool custom_roundtrip = false;
+
+  static std::uint64_t workspace_bytes(const C&, std::uint64_t) { return 0; }
+
+  template <element T>
+  static std::size_t encode_body(const cpu::par_t& p, const C& c, const context& ctx,
+                                 std::span<const T> in, unsigned char* body,
+                                 std::span<std::byte> ws, std::uint64_t& written) {
+    if (c.coding == qsgd_coding::elias)
+      return seq::encode_body(cpu::seq, c, ctx, in, body, ws, written);
+    written = c.body_bytes(in.size());
+    return kit::encode_body(p, c, ctx, in, body, ws);
+  }
+  template <element T>
+  static std::size_t encode_body(const cpu::par_t& p, const C& c, const context& ctx,
+                                 std::span<const T> in, unsigned char* body,
+                                 std::span<std::byte> ws) {
+    std::uint64_t written = 0;
+    return encode_body(p, c, ctx, in, body, ws, written);
+  }
+
+  template <element T>
+  static void decode_body(const cpu::par_t& p, const C& c, const payload_header& h,
+                          const unsigned char* body, std::span<T> out) {
+    if (c.coding == qsgd_coding::elias)
+      return seq::decode_body(cpu::seq, c, h, body, out);
+    kit::decode_body(p, c, h, body, out);
+  }
+
+  static void accumulate_body(const cpu::par_t& p, const C& c, const payload_header& h,
+                              const unsigned char* body, std::span<float> acc, float weight) {
+    if (c.coding == qsgd_coding::elias)
+      return seq::accumulate_body(cpu::seq, c, h, body, acc, weight);
+    kit::accumulate_body(p, c, h, body, acc, weight);
+  }
+};
+
+} // namespace detail
+} // namespace commpress
