@@ -19,6 +19,7 @@
 /// Elias body as cpu::seq does (the stream is sequential; the bytes are the same).
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -35,8 +36,22 @@
 namespace commpress {
 namespace cpu::detail::qsgd_elias {
 
-/// The low `count` bits of v (1 <= count <= 64) in reverse order.
+/// Each byte's bits in reverse order.
+inline constexpr auto reversed_bytes = [] {
+  std::array<std::uint8_t, 256> t{};
+  for (unsigned b = 0; b < 256; ++b) {
+    unsigned r = 0;
+    for (unsigned k = 0; k < 8; ++k)
+      r |= ((b >> k) & 1u) << (7 - k);
+    t[b] = static_cast<std::uint8_t>(r);
+  }
+  return t;
+}();
+
+/// The low `count` bits of v (1 <= count <= 64, nothing above them) in reverse order.
 inline std::uint64_t reverse_bits(std::uint64_t v, unsigned count) {
+  if (count <= 8) // the common case: small levels and gaps
+    return reversed_bytes[v] >> (8u - count);
   v = ((v >> 1) & 0x5555555555555555u) | ((v & 0x5555555555555555u) << 1);
   v = ((v >> 2) & 0x3333333333333333u) | ((v & 0x3333333333333333u) << 2);
   v = ((v >> 4) & 0x0f0f0f0f0f0f0f0fu) | ((v & 0x0f0f0f0f0f0f0f0fu) << 4);
@@ -54,15 +69,18 @@ struct bit_writer {
   unsigned held = 0;
   std::uint64_t bits = 0; ///< bits appended
 
-  /// The low `count` bits of v, count <= 32.
+  /// The low `count` bits of v (nothing above them), count <= 32. Writes four whole bytes at a
+  /// time, so nothing past the stream's own bytes.
   COMMPRESS_FORCEINLINE void put(std::uint64_t v, unsigned count) {
     pending |= v << held;
     held += count;
     bits += count;
-    while (held >= 8) {
-      *out++ = static_cast<unsigned char>(pending);
-      pending >>= 8;
-      held -= 8;
+    if (held >= 32) {
+      for (unsigned k = 0; k < 4; ++k)
+        out[k] = static_cast<unsigned char>(pending >> (8 * k));
+      out += 4;
+      pending >>= 32;
+      held -= 32;
     }
   }
   /// Elias-gamma(v), v >= 1: floor(log2 v) zero bits, then v's floor(log2 v) + 1 bits from the
@@ -87,10 +105,11 @@ struct bit_writer {
     }
   }
   void finish() {
-    if (held > 0)
+    for (; held > 0; held = held > 8 ? held - 8 : 0) {
       *out++ = static_cast<unsigned char>(pending);
+      pending >>= 8;
+    }
     pending = 0;
-    held = 0;
   }
 };
 
@@ -179,6 +198,22 @@ struct bit_reader {
   }
   /// An Elias-gamma code (at most 127 bits: a value below 2^64).
   COMMPRESS_FORCEINLINE std::uint64_t gamma() {
+    if (held < 32)
+      refill();
+    if (pending != 0) { // the common case: the whole code is in `pending`
+      const unsigned z = static_cast<unsigned>(std::countr_zero(pending));
+      if (2 * z + 1 <= held) {
+        const std::uint64_t r = (pending >> z) & ((std::uint64_t{2} << z) - 1u);
+        pending >>= 2 * z + 1;
+        held -= 2 * z + 1;
+        bits += 2 * z + 1;
+        return reverse_bits(r, z + 1);
+      }
+    }
+    return long_gamma();
+  }
+  /// gamma() for a code longer than the bits at hand.
+  std::uint64_t long_gamma() {
     unsigned zeros = 0;
     for (;;) {
       if (held == 0) {
