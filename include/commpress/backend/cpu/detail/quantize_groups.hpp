@@ -399,9 +399,12 @@ using encode_kernel = void (*)(const float*, std::size_t, const code_run*, std::
 inline encode_kernel encode_kernel_for(const config& c) {
   return with_width(c.bits, [&](auto w) -> encode_kernel {
     constexpr unsigned B = decltype(w)::value;
-    if (c.range == sym)
-      return c.stochastic ? &encode_runs<B, false, true> : &encode_runs<B, false, false>;
-    return c.stochastic ? &encode_runs<B, true, true> : &encode_runs<B, true, false>;
+    // Stochastic codes: one kernel per range for every width (B = 0 packs by a branch per 64
+    // codes). The Philox words and the rounding dominate them, and a kernel per (range, width)
+    // would double the code every translation unit that encodes a quantize compiles.
+    if (c.stochastic)
+      return c.range == sym ? &encode_runs<0, false, true> : &encode_runs<0, true, true>;
+    return c.range == sym ? &encode_runs<B, false, false> : &encode_runs<B, true, false>;
   });
 }
 

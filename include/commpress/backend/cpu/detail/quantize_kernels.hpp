@@ -108,9 +108,26 @@ COMMPRESS_FORCEINLINE void codes64(const float* x, std::size_t i, const code_con
   }
 }
 
+/// store_packed<bits>: the widths the vector layer packs in registers (8, 4, 2) through a
+/// branch the predictor learns at once, the others through the portable loop.
+COMMPRESS_FORCEINLINE void store_packed_any(simd::b64 c, unsigned char* out, unsigned bits) {
+  using namespace simd;
+  switch (bits) {
+  case 8:
+    return store_packed<8>(c, out);
+  case 4:
+    return store_packed<4>(c, out);
+  case 2:
+    return store_packed<2>(c, out);
+  default:
+    return store_packed<0>(c, out, bits);
+  }
+}
+
 /// Codes of m elements (m a multiple of 8) of one group with coder `coder`, packed at out
 /// (element 0's code at bit 0): nearest, or stochastic on words[0..m) (the element's random
-/// word). prefetch(i) once per 16 elements of the vector part.
+/// word). prefetch(i) once per 16 elements of the vector part. B = 0: the width `bits` is
+/// chosen per 64 codes (store_packed_any).
 template <unsigned B, bool Asym, bool Stochastic>
 COMMPRESS_FORCEINLINE void
 encode_codes(const float* COMMPRESS_RESTRICT x, std::size_t m, unsigned bits, quantize::coder coder,
@@ -123,7 +140,10 @@ encode_codes(const float* COMMPRESS_RESTRICT x, std::size_t m, unsigned bits, qu
   for (; i + 64 <= m; i += 64) {
     vu c[vectors_per_64];
     codes64<Asym, Stochastic>(x, i, k, words, prefetch, c);
-    store_packed<B>(narrow_u8(c), out + i / 8 * b, b);
+    if constexpr (B == 0)
+      store_packed_any(narrow_u8(c), out + i / 8 * b, b);
+    else
+      store_packed<B>(narrow_u8(c), out + i / 8 * b, b);
   }
   if (i == m)
     return;
