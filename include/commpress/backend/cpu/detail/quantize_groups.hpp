@@ -421,7 +421,8 @@ using error_kernel = std::size_t (*)(const error_batch&, std::size_t&);
 inline error_kernel error_kernel_for(const config& c) {
   return with_width(c.bits, [&](auto w) -> error_kernel {
     constexpr unsigned B = decltype(w)::value;
-    return c.stochastic ? &encode_error_batch<B, true> : &encode_error_batch<B, false>;
+    // Stochastic: one kernel for every width, as encode_kernel_for.
+    return c.stochastic ? &encode_error_batch<0, true> : &encode_error_batch<B, false>;
   });
 }
 

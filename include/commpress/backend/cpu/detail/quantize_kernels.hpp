@@ -234,7 +234,10 @@ encode_error_codes(const float* COMMPRESS_RESTRICT h, std::size_t m, unsigned bi
   for (; i + 64 <= m; i += 64) {
     vu c[vectors_per_64];
     codes64<false, Stochastic>(h, i, k, words, prefetch, c);
-    store_packed<B>(narrow_u8(c), out + i / 8 * b, b);
+    if constexpr (B == 0)
+      store_packed_any(narrow_u8(c), out + i / 8 * b, b);
+    else
+      store_packed<B>(narrow_u8(c), out + i / 8 * b, b);
     for (std::size_t q = 0; q < vectors_per_64; ++q) {
       const std::size_t j = i + q * lanes;
       const vf v = mul(to_float_i32(sub_u32(c[q], offset)), scale);
