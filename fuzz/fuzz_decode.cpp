@@ -17,6 +17,7 @@
 // - both accept or both refuse the same payload, and decode_accumulate with weight 1 into
 //   zeros gives the values decode wrote (NaN for NaN).
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -44,8 +45,12 @@ void require(bool ok) {
 }
 
 /// Makes `payload` a valid envelope for codec c and n elements around whatever body it holds.
+/// A variable-length body (qsgd's Elias coding) keeps the input's length, up to the largest,
+/// so that a real stream, almost always shorter than the worst case, stays decodable.
 template <class C> void reseal(const C& c, std::uint64_t n, std::vector<std::byte>& payload) {
-  const std::uint64_t body = c.body_bytes(n);
+  std::uint64_t body = c.body_bytes(n);
+  if (cp::has_variable_body(c) && payload.size() >= cp::format::header_bytes)
+    body = std::min<std::uint64_t>(body, payload.size() - cp::format::header_bytes);
   payload.resize(cp::format::header_bytes + body);
   cp::payload_header h = cp::format::read_header(payload.data());
   h.codec = C::id;

@@ -496,7 +496,13 @@ ids_span channel_ids(bool keyed_end, const std::optional<in_array>& ids, array_i
 /// Validates a random_k payload against `c` and returns its header.
 payload_header check_random_k(const random_k& c, cbytes payload) {
   const payload_header env = format::validate_envelope(payload);
-  return format::validate_for(payload, c, env.count);
+  detail::throw_if(c.can_implement(env.count), "random_k_values");
+  const payload_header h = format::validate_for(payload, c, env.count);
+  // Every kept value takes at least one bit of the body: a count the bytes cannot hold is not
+  // allocated for.
+  COMMPRESS_EXPECTS(c.kept(h.count) <= 8 * std::uint64_t{h.body_bytes}, errc::corrupt,
+                    "random_k_values", "the header's count does not fit the payload's body");
+  return h;
 }
 
 } // namespace

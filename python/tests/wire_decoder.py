@@ -258,6 +258,8 @@ def top_k_value_quantizer(params: bytes) -> bytes | None:
     else log2(group) + 1)."""
     bits, packed = params[2], params[3]
     if bits == 0:
+        if packed != 0:  # byte 3 is zero when byte 2 is
+            raise WireError("corrupt")
         return None
     group_code = packed >> 2
     granularity, group = (0, 0) if group_code == 0 else (1, 1 << (group_code - 1))
@@ -473,8 +475,13 @@ def stochastic_body_bytes(codec: int, params: bytes, n: int) -> int:
 
 
 def qsgd_elias(codec: int, params: bytes) -> bool:
-    """Whether a qsgd payload has the Elias body (params byte 8)."""
-    return codec in QSGD_BITS and params[8] == 1
+    """Whether a qsgd payload has the Elias body (params byte 8: 0 fixed-width codes, 1 Elias;
+    the document defines no other value)."""
+    if codec not in QSGD_BITS:
+        return False
+    if params[8] > 1:
+        raise WireError("corrupt")
+    return params[8] == 1
 
 
 def gamma_bits(v: int) -> int:

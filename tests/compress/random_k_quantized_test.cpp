@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -160,15 +161,26 @@ TEST_SUITE("compress") {
         const std::size_t h = cp::format::header_bytes;
         REQUIRE(p.size() == h + qb.size());
         CHECK(std::equal(p.begin() + h, p.end(), qb.begin()));
-        // The header: the fp32 configuration's but for params bytes 2 and 3 (and the checksum
-        // and body length that follow from the body).
-        const auto pe = encode_vec(unquantized(c), x, ctx);
+        // The header: the fp32 configuration's (same unbiased flag) but for params bytes 2 and
+        // 3, the quantizer as docs/wire-format.md packs it (and the checksum and body length
+        // that follow from the body).
+        cp::random_k plain = unquantized(c);
+        plain.unbiased = c.unbiased;
+        const auto pe = encode_vec(plain, x, ctx);
         const cp::payload_header hq = cp::format::read_header(p.data());
         const cp::payload_header he = cp::format::read_header(pe.data());
         CHECK(hq.params[0] == he.params[0]);
+        CHECK(hq.params[1] == he.params[1]);
         CHECK(std::equal(hq.params.begin() + 4, hq.params.end(), he.params.begin() + 4));
-        CHECK(hq.params[2] == c.value_quantizer.bits);
-        CHECK(hq.params[3] != 0xff);
+        const cp::quantize& q = c.value_quantizer;
+        const unsigned group_code = q.granularity == cp::scale_granularity::tensor
+                                        ? 0u
+                                        : static_cast<unsigned>(std::countr_zero(q.group)) + 1u;
+        CHECK(hq.params[2] == q.bits);
+        CHECK(hq.params[3] == (static_cast<unsigned>(q.range) |
+                               static_cast<unsigned>(q.round) << 1 | group_code << 2));
+        CHECK(he.params[2] == 0);
+        CHECK(he.params[3] == 0);
       }
     }
     // Existing configurations keep bytes 2 and 3 at zero.

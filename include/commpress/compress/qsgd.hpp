@@ -17,6 +17,7 @@
 /// Lemma 3.1). A code is (sign << (Bits - 1)) | level; it decodes to sign * level * (r / s).
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <limits>
 
@@ -36,10 +37,7 @@ enum class qsgd_coding : std::uint8_t {
 
 /// @brief Bits of the Elias-gamma code of v >= 1: 2 floor(log2 v) + 1.
 constexpr std::uint64_t elias_gamma_bits(std::uint64_t v) noexcept {
-  unsigned floor_log2 = 0;
-  while (v >> (floor_log2 + 1) != 0)
-    ++floor_log2;
-  return 2u * floor_log2 + 1u;
+  return 2u * (static_cast<std::uint64_t>(std::bit_width(v)) - 1u) + 1u;
 }
 
 /// @brief QSGD's stochastic levels of the L2 norm, codes of Bits bits (sign and level), one f32

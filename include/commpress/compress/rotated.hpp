@@ -46,7 +46,7 @@ template <codec Inner> struct rotated {
   [[nodiscard]] constexpr status can_implement(std::uint64_t n) const noexcept {
     if (log2_window < hadamard_min_log2 || log2_window > hadamard_max_log2)
       return {errc::invalid_argument, "rotated: log2_window must be 3 to 12"};
-    if constexpr (requires { inner.variable_body(); }) {
+    if constexpr (variable_body_codec<Inner>) {
       // The rotation takes the inner body back window by window, which a variable-length
       // stream (qsgd's Elias coding) does not allow.
       if (inner.variable_body())

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -281,7 +282,11 @@ inline payload_header validate(std::span<const std::byte> payload, codec_id code
 template <class C>
 payload_header validate_for(std::span<const std::byte> payload, const C& c, std::uint64_t count) {
   bool variable_body = false;
-  if constexpr (requires { c.variable_body(); })
+  // The variable_body_codec concept's requirement (core/concepts.hpp, which includes this file).
+  if constexpr (requires {
+                  { c.variable_body() }
+                  noexcept->std::same_as<bool>;
+                })
     variable_body = c.variable_body();
   return validate(payload, C::id, c.params(), codec_transform<C>::byte(c), count,
                   c.body_bytes(count), variable_body);

@@ -24,8 +24,8 @@
 ///
 /// Sequential (seq's code on the calling thread): quantize roundtrip and per-column encode,
 /// random_k roundtrip, every top_k operation (each row needs its own workspace of keys), sign
-/// blocks too long for two ranges of them, random_k with k = 0, and every tensor shorter than two
-/// ranges.
+/// blocks too long for two ranges of them, random_k with k = 0, QSGD's Elias body (one bit
+/// stream), and every tensor shorter than two ranges.
 
 #include <algorithm>
 #include <cstddef>

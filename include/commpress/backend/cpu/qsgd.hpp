@@ -359,6 +359,10 @@ template <unsigned Bits> struct codec_impl<qsgd<Bits>, cpu::seq_t> {
   static std::size_t encode_body(const cpu::seq_t& p, const C& c, const context& ctx,
                                  std::span<const T> in, unsigned char* body,
                                  std::span<std::byte> ws) {
+    // The contract's fixed-length form (codec_ops.hpp): encode() takes the sized one for qsgd,
+    // and an Elias body's length would be lost here.
+    COMMPRESS_EXPECTS(c.coding != qsgd_coding::elias, errc::invalid_argument, "qsgd",
+                      "the Elias body varies in length: encode it through encode()");
     std::uint64_t written = 0;
     return encode_body(p, c, ctx, in, body, ws, written);
   }
@@ -405,6 +409,10 @@ template <unsigned Bits> struct codec_impl<qsgd<Bits>, cpu::par_t> {
   static std::size_t encode_body(const cpu::par_t& p, const C& c, const context& ctx,
                                  std::span<const T> in, unsigned char* body,
                                  std::span<std::byte> ws) {
+    // The contract's fixed-length form (codec_ops.hpp): encode() takes the sized one for qsgd,
+    // and an Elias body's length would be lost here.
+    COMMPRESS_EXPECTS(c.coding != qsgd_coding::elias, errc::invalid_argument, "qsgd",
+                      "the Elias body varies in length: encode it through encode()");
     std::uint64_t written = 0;
     return encode_body(p, c, ctx, in, body, ws, written);
   }
