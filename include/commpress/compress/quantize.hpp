@@ -34,6 +34,7 @@
 ///   zero_and_count such an element counts as 0.
 
 #include <array>
+#include <bit>
 #include <cstdint>
 
 #include "commpress/core/concepts.hpp"
@@ -305,5 +306,29 @@ private:
 };
 
 static_assert(codec<quantize>);
+
+namespace detail {
+
+/// Whether a sparsifier (top_k, random_k) can record quantizer q of its kept values in two
+/// params bytes: tensor granularity, or blocks of a power of two up to 2^24.
+constexpr bool recordable_value_quantizer(const quantize& q) noexcept {
+  return q.granularity == scale_granularity::tensor ||
+         (q.granularity == scale_granularity::block && std::has_single_bit(q.group) &&
+          q.group <= (1u << 24));
+}
+
+/// Params bytes 2 and 3 of a sparsifier with value quantizer q (docs/wire-format.md): byte 2
+/// its bits, byte 3 its range (bit 0), rounding (bit 1) and group (bits 2-7: 0 for tensor
+/// granularity, else log2(group) + 1).
+constexpr void put_value_quantizer(codec_params& p, const quantize& q) noexcept {
+  const unsigned group_code = q.granularity == scale_granularity::tensor
+                                  ? 0u
+                                  : static_cast<unsigned>(std::countr_zero(q.group)) + 1u;
+  p[2] = static_cast<std::uint8_t>(q.bits);
+  p[3] = static_cast<std::uint8_t>(static_cast<unsigned>(q.range) |
+                                   static_cast<unsigned>(q.round) << 1 | group_code << 2);
+}
+
+} // namespace detail
 
 } // namespace commpress

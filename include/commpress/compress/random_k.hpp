@@ -100,15 +100,8 @@ struct random_k {
     codec_params p{};
     p[0] = static_cast<std::uint8_t>(values);
     p[1] = unbiased ? 1 : 0;
-    if (quantized()) {
-      const quantize& q = value_quantizer;
-      const unsigned group_code = q.granularity == scale_granularity::tensor
-                                      ? 0u
-                                      : static_cast<unsigned>(std::countr_zero(q.group)) + 1u;
-      p[2] = static_cast<std::uint8_t>(q.bits);
-      p[3] = static_cast<std::uint8_t>(static_cast<unsigned>(q.range) |
-                                       static_cast<unsigned>(q.round) << 1 | group_code << 2);
-    }
+    if (quantized())
+      detail::put_value_quantizer(p, value_quantizer);
     detail::put_param(p, 4, std::bit_cast<std::uint32_t>(fraction));
     detail::put_param(p, 8, count);
     return p;
@@ -120,16 +113,13 @@ struct random_k {
       return {errc::invalid_argument, "random_k: fraction must lie in [0, 1]"};
     if (!quantized())
       return {};
-    const quantize& q = value_quantizer;
     if (values != dtype::f32)
       return {errc::invalid_argument,
               "random_k: quantized values replace the value dtype, which must stay f32"};
-    const bool tensor = q.granularity == scale_granularity::tensor;
-    const bool block = q.granularity == scale_granularity::block;
-    if (!tensor && !(block && std::has_single_bit(q.group) && q.group <= (1u << 24)))
+    if (!detail::recordable_value_quantizer(value_quantizer))
       return {errc::invalid_argument, "random_k: the value quantizer needs tensor granularity or "
                                       "block groups of a power of two up to 2^24"};
-    return q.can_implement(kept(n));
+    return value_quantizer.can_implement(kept(n));
   }
 
   /// First element of stratum j of k over n elements: floor(j n / k), for j <= k.
