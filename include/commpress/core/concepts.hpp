@@ -40,10 +40,7 @@ concept codec = std::is_trivially_copyable_v<C> && std::equality_comparable<C> &
 /// (qsgd's Elias coding). Such a body's length is the header's body_bytes, and encode returns
 /// it (docs/wire-format.md, "Validation order").
 template <class C>
-concept variable_body_codec = codec<C> && requires(const C& c) {
-  { c.variable_body() }
-  noexcept->std::same_as<bool>;
-};
+concept variable_body_codec = codec<C> && format::declares_variable_body<C>;
 
 /// @brief Whether codec c's body may be shorter than c.body_bytes(n).
 template <codec C> constexpr bool has_variable_body(const C& c) noexcept {

@@ -277,16 +277,20 @@ inline payload_header validate(std::span<const std::byte> payload, codec_id code
   return h;
 }
 
+/// @brief A type that says whether its body varies in length (`variable_body()`): the
+/// requirement of core/concepts.hpp's variable_body_codec, stated here, where validation needs it.
+template <class C>
+concept declares_variable_body = requires(const C& c) {
+  { c.variable_body() }
+  noexcept->std::same_as<bool>;
+};
+
 /// @brief validate for the payloads of codec configuration c (its id, parameters and
 /// transform) holding `count` elements.
 template <class C>
 payload_header validate_for(std::span<const std::byte> payload, const C& c, std::uint64_t count) {
   bool variable_body = false;
-  // The variable_body_codec concept's requirement (core/concepts.hpp, which includes this file).
-  if constexpr (requires {
-                  { c.variable_body() }
-                  noexcept->std::same_as<bool>;
-                })
+  if constexpr (declares_variable_body<C>)
     variable_body = c.variable_body();
   return validate(payload, C::id, c.params(), codec_transform<C>::byte(c), count,
                   c.body_bytes(count), variable_body);

@@ -329,10 +329,10 @@ void decode(const qsgd<Bits>& c, std::uint64_t body_bytes, const unsigned char* 
 
 namespace detail {
 
-/// qsgd under cpu::seq: the kit's fixed-width body, or the Elias body.
-template <unsigned Bits> struct codec_impl<qsgd<Bits>, cpu::seq_t> {
-  using C = qsgd<Bits>;
-  using kit = scaled_seq_impl<C>;
+/// qsgd under a host policy: the fixed-width body through the kit's implementation for that
+/// policy (Kit: scaled_seq_impl, or scaled_par_impl over ranges); the Elias body, one
+/// sequential stream, the same under every policy.
+template <class C, class Policy, class Kit> struct qsgd_host_impl {
   /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl): roundtrip encodes
   /// into the workspace and decodes.
   static constexpr bool hashes_body = false;
@@ -341,12 +341,12 @@ template <unsigned Bits> struct codec_impl<qsgd<Bits>, cpu::seq_t> {
   static std::uint64_t workspace_bytes(const C&, std::uint64_t) { return 0; }
 
   template <element T>
-  static std::size_t encode_body(const cpu::seq_t& p, const C& c, const context& ctx,
+  static std::size_t encode_body(const Policy& p, const C& c, const context& ctx,
                                  std::span<const T> in, unsigned char* body,
                                  std::span<std::byte> ws, std::uint64_t& written) {
     if (c.coding != qsgd_coding::elias) {
       written = c.body_bytes(in.size());
-      return kit::encode_body(p, c, ctx, in, body, ws);
+      return Kit::encode_body(p, c, ctx, in, body, ws);
     }
     written = 0;
     if (in.empty())
@@ -356,7 +356,7 @@ template <unsigned Bits> struct codec_impl<qsgd<Bits>, cpu::seq_t> {
                                            in.data(), in.size(), body, written);
   }
   template <element T>
-  static std::size_t encode_body(const cpu::seq_t& p, const C& c, const context& ctx,
+  static std::size_t encode_body(const Policy& p, const C& c, const context& ctx,
                                  std::span<const T> in, unsigned char* body,
                                  std::span<std::byte> ws) {
     // The contract's fixed-length form (codec_ops.hpp): encode() takes the sized one for qsgd,
@@ -368,70 +368,28 @@ template <unsigned Bits> struct codec_impl<qsgd<Bits>, cpu::seq_t> {
   }
 
   template <element T>
-  static void decode_body(const cpu::seq_t& p, const C& c, const payload_header& h,
+  static void decode_body(const Policy& p, const C& c, const payload_header& h,
                           const unsigned char* body, std::span<T> out) {
     if (c.coding != qsgd_coding::elias)
-      return kit::decode_body(p, c, h, body, out);
+      return Kit::decode_body(p, c, h, body, out);
     cpu::detail::qsgd_elias::decode<false>(c, h.body_bytes, body, out, 1.0f);
   }
 
-  static void accumulate_body(const cpu::seq_t& p, const C& c, const payload_header& h,
+  static void accumulate_body(const Policy& p, const C& c, const payload_header& h,
                               const unsigned char* body, std::span<float> acc, float weight) {
     if (c.coding != qsgd_coding::elias)
-      return kit::accumulate_body(p, c, h, body, acc, weight);
+      return Kit::accumulate_body(p, c, h, body, acc, weight);
     cpu::detail::qsgd_elias::decode<true>(c, h.body_bytes, body, acc, weight);
   }
 };
 
-/// qsgd under cpu::par: the kit's fixed-width body over ranges; the Elias body, one sequential
-/// stream, as cpu::seq writes and reads it.
-template <unsigned Bits> struct codec_impl<qsgd<Bits>, cpu::par_t> {
-  using C = qsgd<Bits>;
-  using kit = scaled_par_impl<C>;
-  using seq = codec_impl<C, cpu::seq_t>;
-  /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl): roundtrip encodes
-  /// into the workspace and decodes.
-  static constexpr bool hashes_body = false;
-  static constexpr bool custom_roundtrip = false;
+template <unsigned Bits>
+struct codec_impl<qsgd<Bits>, cpu::seq_t>
+    : qsgd_host_impl<qsgd<Bits>, cpu::seq_t, scaled_seq_impl<qsgd<Bits>>> {};
 
-  static std::uint64_t workspace_bytes(const C&, std::uint64_t) { return 0; }
-
-  template <element T>
-  static std::size_t encode_body(const cpu::par_t& p, const C& c, const context& ctx,
-                                 std::span<const T> in, unsigned char* body,
-                                 std::span<std::byte> ws, std::uint64_t& written) {
-    if (c.coding == qsgd_coding::elias)
-      return seq::encode_body(cpu::seq, c, ctx, in, body, ws, written);
-    written = c.body_bytes(in.size());
-    return kit::encode_body(p, c, ctx, in, body, ws);
-  }
-  template <element T>
-  static std::size_t encode_body(const cpu::par_t& p, const C& c, const context& ctx,
-                                 std::span<const T> in, unsigned char* body,
-                                 std::span<std::byte> ws) {
-    // The contract's fixed-length form (codec_ops.hpp): encode() takes the sized one for qsgd,
-    // and an Elias body's length would be lost here.
-    COMMPRESS_EXPECTS(c.coding != qsgd_coding::elias, errc::invalid_argument, "qsgd",
-                      "the Elias body varies in length: encode it through encode()");
-    std::uint64_t written = 0;
-    return encode_body(p, c, ctx, in, body, ws, written);
-  }
-
-  template <element T>
-  static void decode_body(const cpu::par_t& p, const C& c, const payload_header& h,
-                          const unsigned char* body, std::span<T> out) {
-    if (c.coding == qsgd_coding::elias)
-      return seq::decode_body(cpu::seq, c, h, body, out);
-    kit::decode_body(p, c, h, body, out);
-  }
-
-  static void accumulate_body(const cpu::par_t& p, const C& c, const payload_header& h,
-                              const unsigned char* body, std::span<float> acc, float weight) {
-    if (c.coding == qsgd_coding::elias)
-      return seq::accumulate_body(cpu::seq, c, h, body, acc, weight);
-    kit::accumulate_body(p, c, h, body, acc, weight);
-  }
-};
+template <unsigned Bits>
+struct codec_impl<qsgd<Bits>, cpu::par_t>
+    : qsgd_host_impl<qsgd<Bits>, cpu::par_t, scaled_par_impl<qsgd<Bits>>> {};
 
 } // namespace detail
 } // namespace commpress
