@@ -8,8 +8,11 @@ exposed as :func:`commpress.sum_compatible`):
 - ``all_reduce`` for codecs whose payloads sum (identity; random_k, whose ranks share the seed,
   step and tensor id and so keep the same indices): the value arrays are summed in rank order
   (all-gather rounds, as C++ ``all_reduce_options::rank_ordered``) and decoded once, times 1/N;
-- ``all_gather`` of the fixed-size payloads otherwise: every rank decodes every rank's payload
-  in rank order into the mean (C++ ``all_gather_compressed``);
+- ``all_gather`` of the payloads otherwise: every rank decodes every rank's payload in rank
+  order into the mean (C++ ``all_gather_compressed``). Each payload travels at the length its
+  encode wrote (a variable-length body, QSGD's Elias coding, is shorter than its worst case;
+  a fixed-length one fills its slot): a small all-gather of the lengths, then one of the
+  payloads back to back, padded to the longest rank's total;
 - ``sharded`` on request: reduce-scatter plus all-gather with the two error-feedback points
   (C++ ``sharded_all_reduce_compressed``, see :mod:`commpress.torch.sharded`);
 - ``powersgd`` when the hook is given a :class:`commpress.powersgd` instead of a pipeline:
@@ -103,6 +106,11 @@ class StepStats:
     held: int = 0  #: feedback state elements kept because their update was non-finite
     compressed: int = 0  #: tensors sent compressed
     plain: int = 0  #: tensors sent uncompressed (layer policy, warm-up)
+    #: bytes encode wrote for the payloads of the all_gather and all_reduce collectives
+    payload_bytes: int = 0
+    #: the same payloads' worst case, max_payload_bytes (equal to payload_bytes unless a body's
+    #: length varies, as QSGD's Elias coding does)
+    payload_max_bytes: int = 0
 
     @property
     def ratio(self) -> float:
@@ -114,7 +122,8 @@ class StepStats:
         return self.bytes_uncompressed - self.bytes_sent
 
     def add(self, other: "StepStats") -> None:
-        for f in ("bytes_sent", "bytes_uncompressed", "nonfinite", "held", "compressed", "plain"):
+        for f in ("bytes_sent", "bytes_uncompressed", "nonfinite", "held", "compressed", "plain", "payload_bytes",
+                  "payload_max_bytes"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
 
 
@@ -336,46 +345,66 @@ class CompressionHook:
         stats.plain += len(items)
         stats.bytes_sent += 2 * (world - 1) * flat.element_size() * flat.numel() // world
 
-    def _encode_all(self, items: List[Tuple[str, torch.Tensor]], stats: StepStats) -> Tuple[torch.Tensor, List[int]]:
-        """Every tensor's payload, one after another in one buffer (one fixed-size slot each)."""
+    def _encode_all(
+        self, items: List[Tuple[str, torch.Tensor]], stats: StepStats
+    ) -> Tuple[torch.Tensor, List[int], List[int]]:
+        """Every tensor's payload, back to back in one buffer, each as long as its encode wrote;
+        those lengths; and each tensor's slot, max_payload_bytes. Encode needs a whole slot to
+        write into; each payload starts where the previous one ended, so every slot still fits
+        inside the sum of the slots."""
         slots = [int(self.pipe.max_payload_bytes(g.numel())) for _, g in items]
         send = torch.zeros(sum(slots), dtype=torch.uint8)
+        lengths: List[int] = []
         off = 0
         for (name, g), slot in zip(items, slots):
             r = _cp.encode(self.pipe, self._state(name), self._ctx(name), g, send[off : off + slot])
             stats.nonfinite += r.nonfinite
             stats.held += r.held
-            off += slot
+            lengths.append(int(r.bytes))
+            off += int(r.bytes)
         stats.compressed += len(items)
-        return send, slots
+        stats.payload_bytes += off
+        stats.payload_max_bytes += sum(slots)
+        return send[:off], lengths, slots
 
     def _all_gather(self, items: List[Tuple[str, torch.Tensor]], world: int, stats: StepStats) -> None:
-        send, slots = self._encode_all(items, stats)
-        gathered = [torch.empty_like(send) for _ in range(world)]
-        dist.all_gather(gathered, send, group=self.group)
+        send, lengths, slots = self._encode_all(items, stats)
+        # Every rank's payload lengths first: all_gather needs one size, and the receivers need
+        # each payload's offset. Fixed-length codecs take the same path (their lengths are the
+        # slots), so the hook has one wire layout.
+        mine = torch.tensor(lengths, dtype=torch.int64)
+        theirs = [torch.empty_like(mine) for _ in range(world)]
+        dist.all_gather(theirs, mine, group=self.group)
+        for r, ls in enumerate(theirs):
+            if any(not _HEADER <= n <= slot for n, slot in zip(ls.tolist(), slots)):
+                raise error(errc.corrupt, f"ddp: rank {r} reports payload lengths {ls.tolist()}, slots are {slots}")
+        width = max(int(ls.sum()) for ls in theirs)
+        padded = torch.zeros(width, dtype=torch.uint8)
+        padded[: send.numel()] = send
+        gathered = [torch.empty_like(padded) for _ in range(world)]
+        dist.all_gather(gathered, padded, group=self.group)
+        offsets = [[0] + torch.cumsum(ls, 0).tolist() for ls in theirs]
         w = rank_weight(world)
-        off = 0
-        for (_, g), slot in zip(items, slots):
+        for i, (_, g) in enumerate(items):
             mean = torch.zeros(g.numel(), dtype=torch.float32)
             for r in range(world):  # rank order: every rank adds the same bytes the same way
-                _cp.decode_accumulate(self.pipe, gathered[r][off : off + slot], mean, w)
+                _cp.decode_accumulate(self.pipe, gathered[r][offsets[r][i] : offsets[r][i + 1]], mean, w)
             g.copy_(mean.view_as(g))
-            off += slot
-        stats.bytes_sent += (world - 1) * send.numel()
+        stats.bytes_sent += (world - 1) * (mine.element_size() * mine.numel() + width)
 
     def _all_reduce(self, items: List[Tuple[str, torch.Tensor]], world: int, stats: StepStats) -> None:
-        send, slots = self._encode_all(items, stats)
+        send, lengths, _ = self._encode_all(items, stats)
         codec = self.pipe.codec
         is_random_k = isinstance(codec, _cp.random_k)
         values: List[torch.Tensor] = []
         off = 0
-        for (_, g), slot in zip(items, slots):
-            payload = send[off : off + slot]
+        for length in lengths:
+            payload = send[off : off + length]
             if is_random_k:
                 values.append(torch.from_numpy(_cp.random_k_values(codec, payload)))
             else:  # identity: the body is the tensor as fp32 (docs/wire-format.md)
                 values.append(payload[_HEADER:].view(torch.float32))
-            off += slot
+            off += length
         flat = torch.cat(values) if values else torch.zeros(0)
         # Rank order, x_0 + x_1 + ... + x_{N-1}: the same bits on every rank and every run.
         gathered = [torch.empty_like(flat) for _ in range(world)]
