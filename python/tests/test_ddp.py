@@ -99,6 +99,44 @@ def test_lossy_hook_equals_single_process_replay(world, pipe_name, collective):
         assert results[r]["ratio"] > 1.5
 
 
+@pytest.mark.parametrize("world", [2, 4])
+def test_variable_length_payloads_travel_at_their_length(world):
+    """QSGD's Elias body is shorter than its worst case: the hook sends each payload at the
+    length encode wrote, and every rank decodes the same bytes into the same mean."""
+    from workers import GaussianGrads, ddp_elias, elias_grads, elias_pipeline
+
+    results = run_ranks(ddp_elias, world)
+    pipe = elias_pipeline()
+    names = list(GaussianGrads.SHAPES)
+    # Each rank's payloads, encoded here as the hook does (step 0, fresh error-feedback state).
+    payloads: List[Dict[str, np.ndarray]] = []
+    for r in range(world):
+        mine = {}
+        for name, g in elias_grads(r).items():
+            ctx = cp.context(seed=SEED, step=0, tensor_id=tensor_id_of(name))
+            out = np.zeros(pipe.max_payload_bytes(g.numel()), np.uint8)
+            res = cp.encode(pipe, pipe.make_state(g.numel()), ctx, g.reshape(-1).numpy(), out)
+            mine[name] = out[: res.bytes]
+        payloads.append(mine)
+    slots = sum(pipe.max_payload_bytes(g.numel()) for g in elias_grads(0).values())
+    totals = [sum(p.size for p in mine.values()) for mine in payloads]
+    assert len(set(totals)) > 1, totals  # the ranks' buffers differ: the padding is exercised
+    for r in range(world):
+        s = results[r]
+        assert s["compressed"] == len(names)
+        assert s["payload_bytes"] == totals[r] < s["payload_max_bytes"] == slots
+        # N - 1 copies of the lengths (one int64 per tensor) and of the longest rank's payloads.
+        assert s["bytes_sent"] == (world - 1) * (8 * len(names) + max(totals)), (s, totals)
+        assert s["bytes_sent"] < (world - 1) * slots
+    w = rank_weight(world)
+    for name in names:
+        mean = np.zeros(elias_grads(0)[name].numel(), np.float32)
+        for r in range(world):
+            cp.decode_accumulate(pipe, payloads[r][name], mean, w)
+        for r in range(world):
+            assert results[r]["grads"][name] == mean.tobytes(), (name, r)
+
+
 def test_bucket_rebuild_keeps_feedback_state():
     world = 2
     results = run_ranks(ddp_train, world, "loco4", "auto", STEPS)

@@ -141,6 +141,47 @@ def ddp_mismatch(rank: int, world: int) -> str:
     return "no error"
 
 
+class GaussianGrads(torch.nn.Module):
+    """Parameters whose gradient is a fixed Gaussian draw per rank (elias_grads): the loss is
+    sum(p * g), so the hook sees exactly those values. Three sizes, so that each tensor's
+    payload sits at another offset in every rank's buffer."""
+
+    SHAPES = {"a": (40, 64), "b": (3000,), "c": (64, 80)}
+
+    def __init__(self) -> None:
+        super().__init__()
+        for name, shape in self.SHAPES.items():
+            self.register_parameter(name, torch.nn.Parameter(torch.zeros(shape)))
+
+    def forward(self, grads: Dict[str, torch.Tensor]) -> torch.Tensor:
+        return sum((p * grads[n]).sum() for n, p in self.named_parameters())
+
+
+def elias_grads(rank: int) -> Dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(500 + rank)
+    return {name: torch.randn(shape, generator=g) for name, shape in GaussianGrads.SHAPES.items()}
+
+
+def elias_pipeline() -> Any:
+    return cp.pipeline(cp.ef(), cp.qsgd4(block=512, coding=cp.qsgd_coding.elias))
+
+
+def ddp_elias(rank: int, world: int) -> Dict[str, Any]:
+    """One backward pass of GaussianGrads through the hook with QSGD's Elias body: the averaged
+    gradients and the hook's statistics."""
+    model = DDP(GaussianGrads())
+    hook = CompressionHook(model, elias_pipeline(), layer_policy=COMPRESS_ALL, seed=SEED).register(model)
+    model(elias_grads(rank)).backward()  # through DDP's forward: its hook runs only then
+    s = hook.stats
+    return {
+        "grads": grads_of(model.module),
+        "bytes_sent": s.bytes_sent,
+        "payload_bytes": s.payload_bytes,
+        "payload_max_bytes": s.payload_max_bytes,
+        "compressed": s.compressed,
+    }
+
+
 # --- stage boundary across two processes --------------------------------------------------------
 
 
