@@ -104,6 +104,10 @@ CODECS = {
     "qsgd8": lambda: cp.qsgd8(block=512),
     "qsgd4": lambda: cp.qsgd4(block=512),
     "qsgd2": lambda: cp.qsgd2(block=512),
+    # the same levels in the paper's Elias coding: a body whose length varies with the levels
+    "qsgd8e": lambda: cp.qsgd8(block=512, coding=cp.qsgd_coding.elias),
+    "qsgd4e": lambda: cp.qsgd4(block=512, coding=cp.qsgd_coding.elias),
+    "qsgd2e": lambda: cp.qsgd2(block=512, coding=cp.qsgd_coding.elias),
     # the randomized Hadamard rotation in windows of 256 before the quantizer
     "rq4": lambda: cp.rotated(cp.quantize(bits=4, granularity=cp.scale_granularity.block, group=128), 8),
     "rq2": lambda: cp.rotated(cp.quantize(bits=2, granularity=cp.scale_granularity.block, group=128), 8),
@@ -200,7 +204,11 @@ def train(rank: int, world: int, init_method: str, codec: Optional[str], args: a
     if rank == 0:
         accuracy = test_accuracy(net, tx, ty)
         sent = hook.totals.bytes_sent if hook else opt.bytes_sent if onebit else uncompressed_bytes
-        result = {"accuracy": accuracy, "sent": sent, "uncompressed": uncompressed_bytes, "seconds": seconds}
+        result = {"accuracy": accuracy, "sent": sent, "uncompressed": uncompressed_bytes, "seconds": seconds,
+                  "steps": len(step_seconds),
+                  # what rank 0's encodes wrote below their worst case (variable-length bodies)
+                  "payload_bytes": hook.totals.payload_bytes if hook else 0,
+                  "payload_max_bytes": hook.totals.payload_max_bytes if hook else 0}
         if report:
             timed = step_seconds[args.warmup_steps :] or step_seconds
             steps = len(step_seconds)
@@ -214,7 +222,7 @@ def train(rank: int, world: int, init_method: str, codec: Optional[str], args: a
                 "step_seconds_min": min(timed), "step_seconds_max": max(timed),
                 "bytes_per_step": sent / steps if steps else 0.0,
                 "uncompressed_bytes_per_step": uncompressed_bytes / steps if steps else 0.0,
-                "payload_bits": None if onebit else payload_bits(codec, args) if codec else 32.0,
+                "payload_bits": None if onebit else payload_bits(codec, args, result) if codec else 32.0,
                 "buckets": len(hook.buckets) if hook else None,
                 "evals": evals, "eval_seconds": eval_seconds, "eval_images": args.eval_limit or len(tx),
                 "wall_seconds": time.monotonic() - started,
@@ -246,21 +254,28 @@ def worker(rank: int, world: int, port: int, codec: Optional[str], args: argpars
     os._exit(0)
 
 
-def payload_bits(codec: str, args: argparse.Namespace) -> float:
-    """Bits per gradient element of one payload per parameter tensor, headers included."""
+def payload_bits(codec: str, args: argparse.Namespace, result: Dict[str, Any]) -> float:
+    """Bits per gradient element of one payload per parameter tensor, headers included. A
+    fixed-length codec's payload is max_payload_bytes; a variable-length body (QSGD's Elias
+    coding) is shorter by what rank 0's encodes saved against that worst case, averaged over
+    the steps (tensors the hook sends uncompressed, the biases, count at their worst case)."""
     params = list(make_model(args).parameters())
     c = CODECS[codec]()
     if isinstance(c, cp.powersgd):  # P and Q of each matrix view, no header
         total = sum(4 * c.message_floats(*matrix_shape(p)) for p in params)
     else:
         total = sum(cp.max_payload_bytes(c, p.numel()) for p in params)
+        if result["steps"]:
+            total -= (result["payload_max_bytes"] - result["payload_bytes"]) / result["steps"]
     return 8 * total / sum(p.numel() for p in params)
 
 
-def bits_label(codec: str, args: argparse.Namespace) -> str:
+def bits_label(codec: str, args: argparse.Namespace, result: Dict[str, Any]) -> str:
     """The bits per element of the hook's payloads; 1-bit Adam sends one flat tensor, fp32 while
     warming up, so its figure is the bytes line's."""
-    return "1-bit Adam      " if args.optimizer == "onebit_adam" else f"{payload_bits(codec, args):5.2f} bits/element"
+    if args.optimizer == "onebit_adam":
+        return "1-bit Adam      "
+    return f"{payload_bits(codec, args, result):5.2f} bits/element"
 
 
 def run(codec: Optional[str], args: argparse.Namespace) -> Dict[str, float]:
@@ -373,7 +388,7 @@ def main() -> None:
         label = f"{c} + {args.feedback}"
         versus = f", {100 * (r['accuracy'] - plain['accuracy']):+.2f} points" if plain else ""
         print(
-            f"  {label:28s}: accuracy {100 * r['accuracy']:.2f}%  {bits_label(c, args)}  "
+            f"  {label:28s}: accuracy {100 * r['accuracy']:.2f}%  {bits_label(c, args, r)}  "
             f"sent {r['sent'] / mib:8.1f} MiB per rank  ({r['seconds']:.0f} s)  -> "
             f"{r['uncompressed'] / r['sent']:.1f}x fewer bytes{versus}",
             flush=True,
