@@ -11,7 +11,8 @@
 ///   8 lanes.
 /// - COMMPRESS_SIMD_PORTABLE: neither; the vector layer is plain C++ over arrays that the
 ///   compiler vectorizes for what its flags allow (SSE2 on x86-64, NEON on AArch64).
-/// - COMMPRESS_SIMD_SSE2: SSE2, which the portable layer uses for its lane masks.
+/// - COMMPRESS_SIMD_SSE2: SSE2, which the portable layer uses for its lane masks, min, max and
+///   truncation to integers.
 /// - COMMPRESS_SIMD_F16C: a hardware fp32 -> fp16 conversion of a whole vector (AVX-512F, or F16C
 ///   with AVX2).
 /// - COMMPRESS_CRC32C_X86: x86-64 under GCC or Clang; the CRC32C instructions are chosen at run

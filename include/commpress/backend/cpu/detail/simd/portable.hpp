@@ -5,8 +5,9 @@
 /// @file
 /// The vector layer in plain C++: a vector is an array of 16 lanes and every operation a loop
 /// over them, which the compiler vectorizes for whatever its flags enable (SSE2 on x86-64,
-/// NEON on AArch64). Masks are all-ones lanes, as on AVX2, so selects are bit operations and
-/// vectorize too. Included by backend/cpu/detail/simd.hpp, which documents the operations.
+/// NEON on AArch64); min, max and trunc_i32 are SSE2 instructions where it is there. Masks are
+/// all-ones lanes, as on AVX2, so selects are bit operations and vectorize too. Included by
+/// backend/cpu/detail/simd.hpp, which documents the operations.
 
 #include <bit>
 #include <cstddef>
@@ -106,16 +107,30 @@ COMMPRESS_FORCEINLINE vf mul(vf a, vf b) {
   COMMPRESS_SIMD_LANES(r, a.v[j] * b.v[j]);
   return r;
 }
+// min, max and trunc_i32 are written with SSE2 where it is there: GCC 12 turns their lane loops
+// into a compare and branch and a scalar conversion per lane wherever they are inlined into
+// the quantize code kernels, and minps, maxps and cvttps2dq are the same operations.
+
 /// b where either is NaN, as minps.
 COMMPRESS_FORCEINLINE vf min(vf a, vf b) {
   vf r;
+#if defined(COMMPRESS_SIMD_SSE2)
+  for (std::size_t q = 0; q < lanes; q += 4)
+    _mm_storeu_ps(r.v + q, _mm_min_ps(_mm_loadu_ps(a.v + q), _mm_loadu_ps(b.v + q)));
+#else
   COMMPRESS_SIMD_LANES(r, a.v[j] < b.v[j] ? a.v[j] : b.v[j]);
+#endif
   return r;
 }
 /// b where either is NaN, as maxps.
 COMMPRESS_FORCEINLINE vf max(vf a, vf b) {
   vf r;
+#if defined(COMMPRESS_SIMD_SSE2)
+  for (std::size_t q = 0; q < lanes; q += 4)
+    _mm_storeu_ps(r.v + q, _mm_max_ps(_mm_loadu_ps(a.v + q), _mm_loadu_ps(b.v + q)));
+#else
   COMMPRESS_SIMD_LANES(r, a.v[j] > b.v[j] ? a.v[j] : b.v[j]);
+#endif
   return r;
 }
 COMMPRESS_FORCEINLINE vu bits(vf a) {
@@ -146,7 +161,12 @@ COMMPRESS_FORCEINLINE vf clear(vm m, vf a) {
 }
 COMMPRESS_FORCEINLINE vu trunc_i32(vf a) {
   vu r;
+#if defined(COMMPRESS_SIMD_SSE2)
+  for (std::size_t q = 0; q < lanes; q += 4)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(r.v + q), _mm_cvttps_epi32(_mm_loadu_ps(a.v + q)));
+#else
   COMMPRESS_SIMD_LANES(r, static_cast<std::uint32_t>(static_cast<std::int32_t>(a.v[j])));
+#endif
   return r;
 }
 COMMPRESS_FORCEINLINE vf to_float_i32(vu a) {
