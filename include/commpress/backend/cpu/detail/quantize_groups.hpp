@@ -216,6 +216,13 @@ struct code_sink {
 // --- kernels ------------------------------------------------------------------------------
 
 /// The codes of the runs of x (n elements) into `out`.
+///
+/// A run that its statistics pass has just read (at most l1_group elements) comes from L1.
+/// Where its codes take long (stochastic rounding, or a batch of groups shorter than a batch,
+/// each with its record), its pass asks for the lines one batch past those that the
+/// statistics pass asked for: otherwise no memory request is made while they are computed,
+/// and a kernel bound by memory waits that long. A long group's nearest codes are quick, and
+/// those extra requests made 2-bit codes slower (bench/README.md).
 template <unsigned B, bool Asym, bool Stochastic>
 void encode_runs(const float* x, std::size_t n, const code_run* runs, std::size_t count,
                  const code_sink& out) {
@@ -223,13 +230,19 @@ void encode_runs(const float* x, std::size_t n, const code_run* runs, std::size_
   alignas(64) std::uint32_t words[Stochastic ? code_chunk : 1];
   for (std::size_t r = 0; r < count; ++r) {
     const code_run run = runs[r];
-    const bool reread = run.end - run.begin > l1_group;
+    const std::size_t len = run.end - run.begin;
+    const bool reread = len > l1_group;
+    const bool ahead = Stochastic || len < batch_elements;
     for (std::size_t i = run.begin; i < run.end; i += code_chunk) {
       const std::size_t m = run.end - i < code_chunk ? run.end - i : code_chunk;
       if constexpr (Stochastic)
         philox_words(out.key, out.step, (out.first_index + i) >> 2, (m + 3) / 4, words);
+      const std::size_t next_batch = n - i > batch_elements ? i + batch_elements : n;
+      const prefetch_stream stream = reread  ? prefetch_stream{x + i, x + n}
+                                     : ahead ? prefetch_stream{x + next_batch, x + n}
+                                             : prefetch_stream{};
       encode_codes<B, Asym, Stochastic>(x + i, m, b, run.coder, words, out.codes + i / 8 * b,
-                                        reread ? prefetch_stream{x + i, x + n} : prefetch_stream{});
+                                        stream);
       out.progress(i + m);
     }
   }
