@@ -13,6 +13,7 @@
 /// that every rank enters in the same order; failures come back as strings so the caller can
 /// assert on them (on the main thread for the loopback).
 
+#include <commpress/backend/cpu/qsgd.hpp>
 #include <commpress/backend/cpu/rotated.hpp>
 #include <commpress/collective/collective.hpp>
 #include <commpress/comm/communicator.hpp>
@@ -62,6 +63,27 @@ inline std::vector<float> inputs(int rank, std::uint64_t step, std::uint64_t n,
   std::vector<float> v(n);
   for (std::uint64_t i = 0; i < n; ++i)
     v[i] = gen(rank, step, i, salt);
+  return v;
+}
+
+/// A standard normal value of rank `rank` at step `step`, index `i` (Box-Muller of two draws):
+/// QSGD's Elias body is shorter where more levels are zero, so Gaussian tensors of different
+/// ranks give payloads of different lengths.
+inline float gauss(int rank, std::uint64_t step, std::uint64_t i, std::uint64_t salt) {
+  const double u1 = (static_cast<double>(gen(rank, step, 2 * i, salt)) + 1.0) / 2.0;
+  const double u2 = (static_cast<double>(gen(rank, step, 2 * i + 1, salt)) + 1.0) / 2.0;
+  return static_cast<float>(std::sqrt(-2.0 * std::log(std::max(u1, 1e-12))) *
+                            std::cos(6.283185307179586 * u2));
+}
+
+/// `inputs`, or Gaussian values where `gaussian`.
+inline std::vector<float> inputs(int rank, std::uint64_t step, std::uint64_t n, std::uint64_t salt,
+                                 bool gaussian) {
+  if (!gaussian)
+    return inputs(rank, step, n, salt);
+  std::vector<float> v(n);
+  for (std::uint64_t i = 0; i < n; ++i)
+    v[i] = gauss(rank, step, i, salt);
   return v;
 }
 
@@ -212,9 +234,13 @@ template <class Comm> failures check_random_k_all_reduce(Comm& comm) {
 
 // --- all-gather aggregation --------------------------------------------------------------------
 
+/// One pipeline through all_gather_compressed for three steps, against the replay: every
+/// rank's input encoded with a replica state and decoded in rank order. The wire bytes are the
+/// fixed slot's, (N - 1) * slot, or for variable-length payloads (N - 1) * (8 + the longest
+/// payload of the step); those lengths must then differ between ranks at some step.
 template <class Comm, class Pipe>
 void all_gather_case(Comm& comm, failures& f, const Pipe& pipe, std::uint64_t n, const char* name,
-                     std::uint64_t max_support_per_rank = 0) {
+                     std::uint64_t max_support_per_rank = 0, bool gaussian = false) {
   const int me = static_cast<int>(comm.rank());
   const int ranks = static_cast<int>(comm.size());
   const cp::all_gather_plan plan(pipe, n, ranks);
@@ -224,20 +250,37 @@ void all_gather_case(Comm& comm, failures& f, const Pipe& pipe, std::uint64_t n,
                                                     pipe.make_state(n));
   std::vector<std::byte> payload(pipe.max_payload_bytes(n)), pws(pipe.workspace_bytes(n));
   const float w = 1.0f / static_cast<float>(ranks);
+  bool varied = false; // some step's payloads differ in length between ranks
   for (std::uint64_t t = 0; t < 3; ++t) {
     const cp::context ctx{.seed = 5, .step = t, .tensor_id = 1};
-    const auto in = inputs(me, t, n, 17);
+    const auto in = inputs(me, t, n, 17, gaussian);
     std::vector<float> out(n);
     const auto res = cp::all_gather_compressed(comm, cp::cpu::seq, plan, st, ctx, in, out, ws);
-    if (res.wire_bytes != static_cast<std::size_t>(ranks - 1) * payload.size())
-      f.push_back(where(name, me, n, t) + ": wire bytes");
     std::vector<float> ref(n, 0.0f);
+    std::vector<std::size_t> lengths;
     for (int r = 0; r < ranks; ++r) {
-      const auto g = inputs(r, t, n, 17);
-      cp::encode(cp::cpu::seq, pipe, replica[static_cast<std::size_t>(r)], ctx,
-                 std::span<const float>(g), std::span(payload), std::span(pws));
+      const auto g = inputs(r, t, n, 17, gaussian);
+      const auto sent = cp::encode(cp::cpu::seq, pipe, replica[static_cast<std::size_t>(r)], ctx,
+                                   std::span<const float>(g), std::span(payload), std::span(pws));
+      lengths.push_back(sent.bytes);
       cp::decode_accumulate(cp::cpu::seq, pipe, std::span<const std::byte>(payload), std::span(ref),
                             w);
+    }
+    const std::size_t longest = *std::max_element(lengths.begin(), lengths.end());
+    const auto peers = static_cast<std::size_t>(ranks - 1);
+    const std::size_t wire =
+        cp::has_variable_body(pipe.codec) ? peers * (8 + longest) : peers * payload.size();
+    if (res.wire_bytes != wire)
+      f.push_back(where(name, me, n, t) + ": wire bytes " + std::to_string(res.wire_bytes) +
+                  ", expected " + std::to_string(wire));
+    if (res.wire_bytes > plan.wire_bytes())
+      f.push_back(where(name, me, n, t) + ": wire bytes above the plan's worst case");
+    if (res.payload_bytes != lengths[static_cast<std::size_t>(me)])
+      f.push_back(where(name, me, n, t) + ": payload bytes");
+    if (cp::has_variable_body(pipe.codec) && ranks > 1) {
+      varied = varied || std::count(lengths.begin(), lengths.end(), lengths[0]) != ranks;
+      if (!(wire < plan.wire_bytes()))
+        f.push_back(where(name, me, n, t) + ": variable-length payloads sent no fewer bytes");
     }
     if (!same_bits(out, ref))
       f.push_back(where(name, me, n, t) + ": != replay");
@@ -252,6 +295,8 @@ void all_gather_case(Comm& comm, failures& f, const Pipe& pipe, std::uint64_t n,
         f.push_back(where(name, me, n, t) + ": support " + std::to_string(nz) + " > N * k");
     }
   }
+  if (cp::has_variable_body(pipe.codec) && ranks > 1 && !varied)
+    f.push_back(where(name, me, n, 0) + ": every rank's payload had the same length at every step");
 }
 
 /// top_k (A3: support <= N * k), sign, per-rank-scale quantize, cast and identity through
@@ -276,6 +321,15 @@ template <class Comm> failures check_all_gather(Comm& comm) {
   all_gather_case(
       comm, f, cp::pipeline<cp::ef, cp::rotated<cp::quantize>>{{}, {{.bits = 4, .group = 64}, 7}},
       1001, "all_gather ef+rotated quantize");
+  // QSGD: fixed-width codes fill their slot; the Elias body travels at its length.
+  const cp::qsgd4 fixed{.block = 256};
+  const cp::qsgd4 elias{.block = 256, .coding = cp::qsgd_coding::elias};
+  all_gather_case(comm, f, cp::pipeline<cp::ef, cp::qsgd4>{{}, fixed}, 1001, "all_gather ef+qsgd4",
+                  0, true);
+  all_gather_case(comm, f, cp::pipeline<cp::none, cp::qsgd4>{{}, elias}, 1001,
+                  "all_gather qsgd4 elias", 0, true);
+  all_gather_case(comm, f, cp::pipeline<cp::ef, cp::qsgd4>{{}, elias}, 1001,
+                  "all_gather ef+qsgd4 elias", 0, true);
   {
     const std::uint64_t n = 333;
     const cp::pipeline<cp::none, cp::identity> pipe{};
@@ -307,9 +361,20 @@ inline std::uint64_t ref_chunk(std::uint64_t n, int ranks, std::uint64_t align) 
   return (even + align - 1) / align * align;
 }
 
+/// The bytes a sharded half sends: (N - 1) fixed slots, or for variable-length payloads the
+/// all-gather of each rank's `per_rank` lengths and N - 1 blocks of the longest payload.
+inline std::size_t sharded_wire(bool variable, int ranks, std::size_t per_rank, std::size_t slot,
+                                const std::vector<std::size_t>& lengths) {
+  const auto peers = static_cast<std::size_t>(ranks - 1);
+  if (!variable)
+    return peers * slot;
+  return peers * (8 * per_rank + *std::max_element(lengths.begin(), lengths.end()));
+}
+
 template <class Comm, class W, class S>
 void sharded_case(Comm& comm, failures& f, const W& worker, const S& server, std::uint64_t n,
-                  std::uint64_t align, const char* name, int steps, bool telescoping) {
+                  std::uint64_t align, const char* name, int steps, bool telescoping,
+                  bool gaussian = false) {
   const int me = static_cast<int>(comm.rank());
   const int ranks = static_cast<int>(comm.size());
   const cp::sharded_plan<W, S> plan(worker, server, n, ranks);
@@ -333,19 +398,23 @@ void sharded_case(Comm& comm, failures& f, const W& worker, const S& server, std
   for (int t = 0; t < steps; ++t) {
     const auto tt = static_cast<std::uint64_t>(t);
     const cp::context ctx{.seed = 77, .step = tt, .tensor_id = 4};
-    const auto in = inputs(me, tt, n, 29);
+    const auto in = inputs(me, tt, n, 29, gaussian);
     std::vector<float> out(n), shard(len(me));
     // The reduce-scatter half alone (FSDP path) on a copy of the state, then the full path.
     auto st_rs = st;
-    cp::reduce_scatter_compressed(comm, cp::cpu::seq, plan, st_rs, ctx, in, shard, ws);
-    cp::sharded_all_reduce_compressed(comm, cp::cpu::seq, plan, st, ctx, in, out, ws);
+    const auto rs =
+        cp::reduce_scatter_compressed(comm, cp::cpu::seq, plan, st_rs, ctx, in, shard, ws);
+    const auto both =
+        cp::sharded_all_reduce_compressed(comm, cp::cpu::seq, plan, st, ctx, in, out, ws);
+    std::vector<std::size_t> worker_lengths, server_lengths; // every (rank, chunk); every owner
+    std::size_t my_worker_bytes = 0, my_server_bytes = 0;
 
     // Replay: every rank encodes every chunk; owners average in rank order, re-encode, and
     // everyone decodes every owner's payload.
     std::vector<float> ref(n);
     std::vector<std::vector<std::byte>> sent(static_cast<std::size_t>(ranks * ranks));
     for (int r = 0; r < ranks; ++r) {
-      const auto g = inputs(r, tt, n, 29);
+      const auto g = inputs(r, tt, n, 29, gaussian);
       for (std::uint64_t i = 0; i < n; ++i) {
         sum_mean[i] += static_cast<double>(g[i]) / ranks;
         gmax = std::max(gmax, std::fabs(static_cast<double>(g[i])));
@@ -354,9 +423,13 @@ void sharded_case(Comm& comm, failures& f, const W& worker, const S& server, std
         auto& p = sent[static_cast<std::size_t>(r * ranks + j)];
         p.resize(worker.max_payload_bytes(len(j)));
         std::vector<std::byte> pws(worker.workspace_bytes(len(j)));
-        cp::encode(cp::cpu::seq, worker,
-                   rep[static_cast<std::size_t>(r)].worker[static_cast<std::size_t>(j)], ctx,
-                   std::span<const float>(g).subspan(off(j), len(j)), std::span(p), std::span(pws));
+        const auto sent = cp::encode(
+            cp::cpu::seq, worker,
+            rep[static_cast<std::size_t>(r)].worker[static_cast<std::size_t>(j)], ctx,
+            std::span<const float>(g).subspan(off(j), len(j)), std::span(p), std::span(pws));
+        worker_lengths.push_back(sent.bytes);
+        if (r == me)
+          my_worker_bytes += sent.bytes;
       }
     }
     for (int j = 0; j < ranks; ++j) {
@@ -370,13 +443,41 @@ void sharded_case(Comm& comm, failures& f, const W& worker, const S& server, std
         f.push_back(where(name, me, n, tt) + ": reduce-scatter shard != replay");
       std::vector<std::byte> q(server.max_payload_bytes(len(j))),
           sws(server.workspace_bytes(len(j)));
-      cp::encode(cp::cpu::seq, server, rep[static_cast<std::size_t>(j)].server, ctx,
-                 std::span<const float>(avg), std::span(q), std::span(sws));
+      const auto sent = cp::encode(cp::cpu::seq, server, rep[static_cast<std::size_t>(j)].server,
+                                   ctx, std::span<const float>(avg), std::span(q), std::span(sws));
+      server_lengths.push_back(sent.bytes);
+      if (j == me)
+        my_server_bytes = sent.bytes;
       cp::decode(cp::cpu::seq, server.codec, std::span<const std::byte>(q),
                  std::span(ref).subspan(off(j), len(j)));
     }
     if (!same_bits(out, ref))
       f.push_back(where(name, me, n, tt) + ": output != replay");
+    const bool wv = cp::has_variable_body(worker.codec), sv = cp::has_variable_body(server.codec);
+    const auto per_rank = static_cast<std::size_t>(ranks);
+    const std::size_t rs_wire =
+        sharded_wire(wv, ranks, per_rank, plan.worker_slot_bytes(), worker_lengths);
+    const std::size_t ag_wire =
+        sharded_wire(sv, ranks, 1, plan.server_slot_bytes(), server_lengths);
+    if (rs.wire_bytes != rs_wire || both.wire_bytes != rs_wire + ag_wire)
+      f.push_back(where(name, me, n, tt) + ": wire bytes " + std::to_string(rs.wire_bytes) + " + " +
+                  std::to_string(both.wire_bytes - rs.wire_bytes) + ", expected " +
+                  std::to_string(rs_wire) + " + " + std::to_string(ag_wire));
+    if (rs_wire > plan.reduce_scatter_wire_bytes() || ag_wire > plan.all_gather_wire_bytes())
+      f.push_back(where(name, me, n, tt) + ": wire bytes above the plan's worst case");
+    if (rs.payload_bytes != my_worker_bytes ||
+        both.payload_bytes != my_worker_bytes + my_server_bytes)
+      f.push_back(where(name, me, n, tt) + ": payload bytes");
+    if (gaussian && wv && ranks > 1 && n > 1000) {
+      if (std::count(worker_lengths.begin(), worker_lengths.end(), worker_lengths[0]) ==
+          static_cast<std::ptrdiff_t>(worker_lengths.size()))
+        f.push_back(where(name, me, n, tt) + ": every worker payload has the same length");
+      if (!(rs_wire < plan.reduce_scatter_wire_bytes()))
+        f.push_back(where(name, me, n, tt) + ": variable-length payloads sent no fewer bytes");
+    }
+    if (gaussian && sv && ranks > 1 && n > 1000 &&
+        std::count(server_lengths.begin(), server_lengths.end(), server_lengths[0]) == ranks)
+      f.push_back(where(name, me, n, tt) + ": every server payload has the same length");
     if (!same_on_all_ranks(comm, out))
       f.push_back(where(name, me, n, tt) + ": ranks differ");
     const auto& mine = rep[static_cast<std::size_t>(me)];
@@ -432,11 +533,20 @@ template <class Comm> failures check_sharded(Comm& comm) {
   const cp::pipeline<cp::ef, cp::top_k> tk{{}, {.fraction = 0.2f}};
   // Windows of 32 and quantize groups of 96: chunks are multiples of lcm(32, 96) = 96.
   const cp::pipeline<cp::ef, cp::rotated<cp::quantize>> rot{{}, {{.bits = 4, .group = 96}, 5}};
+  // QSGD with Elias bodies (variable length) at both points, with and without feedback, and
+  // with a fixed-length server: blocks of 64 elements, chunks of multiples of 64.
+  const cp::qsgd4 elias{.block = 64, .coding = cp::qsgd_coding::elias};
+  const cp::pipeline<cp::ef, cp::qsgd4> ef_elias{{}, elias};
+  const cp::pipeline<cp::none, cp::qsgd4> elias_only{{}, elias};
   for (const std::uint64_t n : {std::uint64_t{1003}, std::uint64_t{5}, std::uint64_t{1}}) {
     sharded_case(comm, f, sgn, sgn, n, 32, "sharded ef+sign", 12, n > 5);
     sharded_case(comm, f, sgn, q8, n, 64, "sharded ef+sign / ef+quantize8", 12, n > 5);
     sharded_case(comm, f, tk, tk, n, 1, "sharded ef+top_k", 12, n > 5);
     sharded_case(comm, f, rot, rot, n, 96, "sharded ef+rotated quantize", 12, n > 5);
+    sharded_case(comm, f, ef_elias, ef_elias, n * 4, 64, "sharded ef+qsgd4 elias", 4, n > 5, true);
+    sharded_case(comm, f, elias_only, elias_only, n * 4, 64, "sharded qsgd4 elias", 2, false, true);
+    sharded_case(comm, f, ef_elias, q8, n * 4, 64, "sharded ef+qsgd4 elias / ef+quantize8", 2,
+                 false, true);
   }
   // Identity at both points, scaling::sum, integer inputs: the exact sum (E8, identity).
   {
@@ -458,6 +568,98 @@ template <class Comm> failures check_sharded(Comm& comm) {
     }
     if (!exact)
       f.push_back(where("sharded identity sum not exact", me, n, 0));
+  }
+  return f;
+}
+
+// --- variable-length payloads: a bad peer length -----------------------------------------------
+
+/// A communicator that forwards to `inner`, except that in the result of its `corrupt_call`-th
+/// all_gather (from 0) it overwrites the first 8 bytes of rank 1's block with `value`: every rank
+/// reads the same bad payload length, as if rank 1 had reported it.
+template <class Comm> struct tampering_communicator {
+  Comm& inner;
+  int corrupt_call = 0;
+  std::uint64_t value = 0;
+  int calls = 0;
+
+  [[nodiscard]] int rank() const { return static_cast<int>(inner.rank()); }
+  [[nodiscard]] int size() const { return static_cast<int>(inner.size()); }
+  void all_gather(std::span<const std::byte> in, std::span<std::byte> out) {
+    inner.all_gather(in, out);
+    if (calls++ == corrupt_call && size() > 1 && in.size() >= sizeof value)
+      std::memcpy(out.data() + in.size(), &value, sizeof value);
+  }
+  void all_to_all(std::span<const std::byte> in, std::span<std::byte> out) {
+    inner.all_to_all(in, out);
+  }
+  void send(std::span<const std::byte> b, int peer, int tag) { inner.send(b, peer, tag); }
+  void recv(std::span<std::byte> b, int peer, int tag) { inner.recv(b, peer, tag); }
+  void all_reduce_sum(std::span<float> x) { inner.all_reduce_sum(x); }
+  void barrier() { inner.barrier(); }
+};
+
+/// Runs `call` and returns whether it threw commpress::error with errc::corrupt.
+template <class F> bool refused_as_corrupt(F&& call) {
+  try {
+    call();
+  } catch (const cp::error& e) {
+    return e.code() == cp::errc::corrupt;
+  }
+  return false;
+}
+
+/// A peer's payload length below the header or above the slot fails every rank with
+/// errc::corrupt before anything is decoded: all_gather_compressed and both sharded halves.
+/// Needs two ranks or more (one rank has no peer).
+template <class Comm> failures check_corrupt_length(Comm& comm) {
+  failures f;
+  const int me = static_cast<int>(comm.rank());
+  const int ranks = static_cast<int>(comm.size());
+  if (ranks < 2)
+    return f;
+  const cp::pipeline<cp::ef, cp::qsgd4> pipe{{}, {.block = 64, .coding = cp::qsgd_coding::elias}};
+  const std::uint64_t n = 1000;
+  const cp::context ctx{.seed = 3, .step = 0, .tensor_id = 8};
+  const auto in = inputs(me, 0, n, 41, true);
+  std::vector<float> out(n);
+  {
+    const cp::all_gather_plan plan(pipe, n, ranks);
+    auto st = plan.make_state();
+    std::vector<std::byte> ws(plan.workspace_bytes());
+    for (const std::uint64_t bad : {std::uint64_t{0}, std::uint64_t{cp::format::header_bytes - 1},
+                                    plan.payload_bytes() + 1, ~std::uint64_t{0}}) {
+      tampering_communicator<Comm> t{comm, 0, bad};
+      if (!refused_as_corrupt(
+              [&] { cp::all_gather_compressed(t, cp::cpu::seq, plan, st, ctx, in, out, ws); }))
+        f.push_back(where("all_gather: bad peer length not refused as corrupt", me, bad, 0));
+    }
+  }
+  {
+    const cp::sharded_plan plan(pipe, n, ranks);
+    auto st = plan.make_state(me);
+    std::vector<std::byte> ws(plan.workspace_bytes());
+    std::vector<float> shard(plan.shard_size(me));
+    for (const std::uint64_t bad :
+         {std::uint64_t{cp::format::header_bytes - 1}, plan.worker_slot_bytes() + 1}) {
+      tampering_communicator<Comm> t{comm, 0, bad};
+      if (!refused_as_corrupt([&] {
+            cp::reduce_scatter_compressed(t, cp::cpu::seq, plan, st, ctx, in, shard, ws);
+          }))
+        f.push_back(where("reduce_scatter: bad peer length not refused as corrupt", me, bad, 0));
+    }
+    for (const std::uint64_t bad :
+         {std::uint64_t{cp::format::header_bytes - 1}, plan.server_slot_bytes() + 1}) {
+      tampering_communicator<Comm> t{comm, 0, bad};
+      if (!refused_as_corrupt([&] {
+            cp::all_gather_shard_compressed(t, cp::cpu::seq, plan, st, ctx,
+                                            std::span<const float>(shard), out, ws);
+          }))
+        f.push_back(where("all_gather_shard: bad peer length not refused as corrupt", me, bad, 0));
+    }
+    // The same exchange with the length left alone goes through (the tampering is what fails).
+    tampering_communicator<Comm> t{comm, -1, 0};
+    cp::sharded_all_reduce_compressed(t, cp::cpu::seq, plan, st, ctx, in, out, ws);
   }
   return f;
 }

@@ -97,7 +97,8 @@ TEST_CASE("all_reduce_compressed: random_k with a shared seed equals the decoded
   }
 }
 
-TEST_CASE("all_gather_compressed: top_k, sign, quantize, cast equal the replay, N = 1..4") {
+TEST_CASE("all_gather_compressed: top_k, sign, quantize, cast, QSGD Elias equal the replay, "
+          "N = 1..4") {
   for (int n = 1; n <= 4; ++n) {
     CAPTURE(n);
     report(
@@ -109,6 +110,14 @@ TEST_CASE("sharded_all_reduce_compressed: two EF points, replay-exact, E8 telesc
   for (int n = 1; n <= 4; ++n) {
     CAPTURE(n);
     report(run_world(n, [](cp::loopback_communicator& c) { return cp::test::check_sharded(c); }));
+  }
+}
+
+TEST_CASE("variable-length payloads: a peer length outside [header, slot] is errc::corrupt") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    report(run_world(
+        n, [](cp::loopback_communicator& c) { return cp::test::check_corrupt_length(c); }));
   }
 }
 

@@ -55,7 +55,8 @@ TEST_CASE("all_reduce_compressed over MPI: random_k with a shared seed equals th
   report(cp::test::check_random_k_all_reduce(comm));
 }
 
-TEST_CASE("all_gather_compressed over MPI: top_k, sign, quantize, cast equal the replay") {
+TEST_CASE("all_gather_compressed over MPI: top_k, sign, quantize, cast, QSGD Elias equal the "
+          "replay") {
   cp::mpi_communicator comm(MPI_COMM_WORLD);
   report(cp::test::check_all_gather(comm));
 }
@@ -63,6 +64,11 @@ TEST_CASE("all_gather_compressed over MPI: top_k, sign, quantize, cast equal the
 TEST_CASE("sharded_all_reduce_compressed over MPI: replay-exact, byte-identical, E8") {
   cp::mpi_communicator comm(MPI_COMM_WORLD);
   report(cp::test::check_sharded(comm));
+}
+
+TEST_CASE("variable-length payloads over MPI: a bad peer length is errc::corrupt") {
+  cp::mpi_communicator comm(MPI_COMM_WORLD);
+  report(cp::test::check_corrupt_length(comm));
 }
 
 TEST_CASE("data_parallel over MPI: a layer policy's tensors equal the one-process replay") {

@@ -3,9 +3,11 @@
 #pragma once
 
 /// @file
-/// `all_gather_compressed`: every rank encodes its tensor into a fixed-size payload, the
-/// payloads are all-gathered, and every rank decodes and accumulates them in rank order
-/// (docs/methods.md 9.1): top_k, sign, quantize with per-rank scales, cast, or any codec.
+/// `all_gather_compressed`: every rank encodes its tensor into a payload, the payloads are
+/// all-gathered, and every rank decodes and accumulates them in rank order (docs/methods.md
+/// 9.1): top_k, sign, quantize with per-rank scales, cast, or any codec. A payload of fixed
+/// length fills its slot; one of variable length (qsgd's Elias coding) travels at the length its
+/// encode wrote, after an all-gather of those lengths (docs/collectives.md).
 
 #include <algorithm>
 #include <cstddef>
@@ -38,19 +40,26 @@ public:
   [[nodiscard]] std::uint64_t size() const noexcept { return n_; }
   [[nodiscard]] int ranks() const noexcept { return ranks_; }
   [[nodiscard]] const all_gather_options& options() const noexcept { return opt_; }
-  /// @brief Bytes of every rank's payload (fixed by n and the configuration).
+  /// @brief Bytes of every rank's payload slot: the payload's length, fixed by n and the
+  /// configuration, or its largest where the codec's body varies (variable_payloads).
   [[nodiscard]] std::uint64_t payload_bytes() const { return pipe_.max_payload_bytes(n_); }
+  /// @brief Whether the payloads vary in length, so that a call exchanges their lengths first.
+  [[nodiscard]] bool variable() const noexcept { return variable_payloads(pipe_); }
   /// @brief Bytes each rank sends: its payload to each of the N - 1 peers (a ring all-gather
-  /// forwards N - 1 blocks of the same size).
+  /// forwards N - 1 blocks of the same size). Exact for fixed-length payloads. For variable ones
+  /// (variable()) the worst case, (N - 1) * (8 + payload_bytes()): a call sends its 8-byte length
+  /// and a block as long as the longest payload of that call to each peer, which its
+  /// collective_result::wire_bytes reports.
   [[nodiscard]] std::uint64_t wire_bytes() const {
-    return static_cast<std::uint64_t>(ranks_ - 1) * payload_bytes();
+    const std::uint64_t block = (variable() ? payload_length_bytes : 0) + payload_bytes();
+    return static_cast<std::uint64_t>(ranks_ - 1) * block;
   }
   [[nodiscard]] state_type make_state() const { return pipe_.make_state(n_); }
   [[nodiscard]] std::uint64_t workspace_bytes() const { return carve({}).used; }
 
-  /// The workspace regions of one call.
+  /// The workspace regions of one call (the lengths only for variable-length payloads).
   struct regions {
-    std::span<std::byte> mine, all, pipe_ws;
+    std::span<std::byte> mine, all, pipe_ws, my_length, lengths;
     std::uint64_t used = 0;
   };
   [[nodiscard]] regions carve(std::span<std::byte> ws) const {
@@ -59,6 +68,10 @@ public:
     r.mine = c.take(payload_bytes());
     r.all = c.take(payload_bytes() * static_cast<std::uint64_t>(ranks_));
     r.pipe_ws = c.take(pipe_.workspace_bytes(n_));
+    if (variable()) {
+      r.my_length = c.take(payload_length_bytes);
+      r.lengths = c.take(payload_length_bytes * static_cast<std::uint64_t>(ranks_));
+    }
     r.used = c.used();
     return r;
   }
@@ -74,9 +87,14 @@ private:
 /// r = 0, 1, ..., N-1, with w = 1/N (mean) or 1 (sum). Every rank reads the same gathered
 /// bytes in the same order, so every rank ends with the same bits. The support of a top_k
 /// result is at most N * k (docs/methods.md 11.5, A3). `out` may alias `in`.
+///
+/// Fixed-length payloads are all-gathered in one call. Variable-length ones take two: an
+/// all-gather of every rank's payload length (8 bytes), then of the payloads, each zero-padded
+/// to the longest; each is decoded at the length its rank reported.
 /// @param state this rank's feedback state (plan.make_state())
 /// @param workspace at least plan.workspace_bytes() bytes, 4-byte aligned
-/// @throws commpress::error on size mismatches, a bad workspace or pipeline errors
+/// @throws commpress::error on size mismatches, a bad workspace or pipeline errors; corrupt
+/// when a rank reports a payload length outside [64, plan.payload_bytes()]
 template <communicator Comm, host_policy Policy, class Pipeline>
 requires(!uses_device_buffers_v<Comm>) collective_result
     all_gather_compressed(Comm& comm, const Policy& policy, const all_gather_plan<Pipeline>& plan,
@@ -91,19 +109,30 @@ requires(!uses_device_buffers_v<Comm>) collective_result
   const auto r = plan.carve(workspace);
 
   const step_result sent = encode(policy, plan.pipeline(), state, ctx, in, r.mine, r.pipe_ws);
-  // Payloads are fixed-size, so this pads nothing today; it keeps the wire bytes defined if a
-  // pipeline ever writes less than its maximum.
+  // Zero padding keeps the wire bytes defined where a payload is shorter than its block.
   std::fill(r.mine.begin() + static_cast<std::ptrdiff_t>(sent.bytes), r.mine.end(), std::byte{0});
-  comm.all_gather(std::span<const std::byte>(r.mine), r.all);
+  const bool variable = plan.variable();
+  const auto ranks = static_cast<std::size_t>(plan.ranks());
+  // The block every rank sends: the slot, or the longest payload of this call.
+  std::size_t p = r.mine.size();
+  std::uint64_t wire = 0;
+  if (variable) {
+    detail::store_length(r.my_length, 0, sent.bytes);
+    p = static_cast<std::size_t>(detail::exchange_lengths(
+        comm, std::span<const std::byte>(r.my_length), r.lengths, plan.payload_bytes(), who));
+    wire += (ranks - 1) * payload_length_bytes;
+  }
+  comm.all_gather(std::span<const std::byte>(r.mine.first(p)), r.all.first(ranks * p));
+  wire += (ranks - 1) * p;
 
   std::fill(out.begin(), out.end(), 0.0f);
   const float w = detail::rank_weight(plan.options().scale, plan.ranks());
-  const std::size_t p = r.mine.size();
-  for (int k = 0; k < plan.ranks(); ++k)
+  for (std::size_t k = 0; k < ranks; ++k) {
+    const auto len = variable ? static_cast<std::size_t>(detail::load_length(r.lengths, k)) : p;
     decode_accumulate(policy, plan.pipeline(),
-                      std::span<const std::byte>(r.all.subspan(static_cast<std::size_t>(k) * p, p)),
-                      out, w);
-  return {sent.bytes, static_cast<std::size_t>(plan.wire_bytes()), sent.nonfinite, sent.held};
+                      std::span<const std::byte>(r.all.subspan(k * p, len)), out, w);
+  }
+  return {sent.bytes, static_cast<std::size_t>(wire), sent.nonfinite, sent.held};
 }
 
 } // namespace commpress

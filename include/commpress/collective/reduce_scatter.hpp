@@ -15,10 +15,16 @@
 ///    its server feedback state (d / N elements), the payloads are all-gathered, and every rank
 ///    decodes every chunk into the full tensor.
 /// `sharded_all_reduce_compressed` runs both.
+///
+/// Payloads travel in slots of the plan's fixed size, the largest payload over the chunk
+/// lengths. Where a pipeline's payloads vary in length (variable_payloads: qsgd's Elias coding),
+/// its half first all-gathers the lengths its encodes wrote and then sends blocks as long as the
+/// longest payload of that call instead (docs/collectives.md, "Variable-length payloads").
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <span>
 #include <vector>
@@ -84,13 +90,29 @@ public:
   [[nodiscard]] std::uint64_t worker_slot_bytes() const noexcept { return worker_slot_; }
   /// @brief All-gather slot per rank: the largest server payload over the chunk lengths.
   [[nodiscard]] std::uint64_t server_slot_bytes() const noexcept { return server_slot_; }
-  /// @brief Bytes each rank sends in the reduce-scatter half: one slot to each peer.
+  /// @brief Whether the worker payloads vary in length (the reduce-scatter half exchanges
+  /// their lengths first).
+  [[nodiscard]] bool worker_variable() const noexcept { return variable_payloads(worker_); }
+  /// @brief Whether the server payloads vary in length (the all-gather half exchanges their
+  /// lengths first).
+  [[nodiscard]] bool server_variable() const noexcept { return variable_payloads(server_); }
+  /// @brief Bytes each rank sends in the reduce-scatter half: one slot to each peer. Exact for
+  /// fixed-length worker payloads; for variable ones (worker_variable()) the worst case,
+  /// (N - 1) * (8 N + slot): a call all-gathers its N payload lengths and then sends each peer
+  /// a block as long as the longest worker payload of that call, which its
+  /// collective_result::wire_bytes reports.
   [[nodiscard]] std::uint64_t reduce_scatter_wire_bytes() const noexcept {
-    return static_cast<std::uint64_t>(ranks() - 1) * worker_slot_;
+    const std::uint64_t lengths =
+        worker_variable() ? payload_length_bytes * static_cast<std::uint64_t>(ranks()) : 0;
+    return static_cast<std::uint64_t>(ranks() - 1) * (lengths + worker_slot_);
   }
-  /// @brief Bytes each rank sends in the all-gather half (ring: N - 1 slots).
+  /// @brief Bytes each rank sends in the all-gather half (ring: N - 1 slots). Exact for
+  /// fixed-length server payloads; for variable ones (server_variable()) the worst case,
+  /// (N - 1) * (8 + slot): a call all-gathers its payload length and then a block as long as
+  /// the longest server payload of that call, which its collective_result::wire_bytes reports.
   [[nodiscard]] std::uint64_t all_gather_wire_bytes() const noexcept {
-    return static_cast<std::uint64_t>(ranks() - 1) * server_slot_;
+    const std::uint64_t length = server_variable() ? payload_length_bytes : 0;
+    return static_cast<std::uint64_t>(ranks() - 1) * (length + server_slot_);
   }
 
   /// @brief A fresh feedback state for rank `rank` (the server state is sized to its shard).
@@ -105,10 +127,12 @@ public:
   }
   [[nodiscard]] std::uint64_t workspace_bytes() const { return carve({}).used; }
 
-  /// The workspace regions of one call.
+  /// The workspace regions of one call. The lengths are there only where a pipeline's payloads
+  /// vary in length: this rank's (N worker payloads, or its one server payload) and everyone's.
   struct regions {
     std::span<std::byte> send, recv, server_payload, gathered, pipe_ws;
     std::span<float> shard;
+    std::span<std::byte> my_lengths, lengths;
     std::uint64_t used = 0;
   };
   [[nodiscard]] regions carve(std::span<std::byte> ws) const {
@@ -121,6 +145,10 @@ public:
     r.gathered = c.take(n * server_slot_);
     r.pipe_ws = c.take(pipe_ws_);
     r.shard = c.take_floats(layout_.chunk);
+    if (worker_variable() || server_variable()) {
+      r.my_lengths = c.take(payload_length_bytes * n);
+      r.lengths = c.take(payload_length_bytes * n * n);
+    }
     r.used = c.used();
     return r;
   }
@@ -151,9 +179,14 @@ void check_sharded_call(const Comm& comm, const Plan& plan, const typename Plan:
 /// @brief First half of the sharded path (the FSDP / ZeRO gradient path): returns in `shard`
 /// the mean (or sum) over ranks of the decoded chunk this rank owns, added in rank order.
 /// Every rank encodes chunk j with `state.worker[j]` (first EF point).
+/// Fixed-length worker payloads go in one all-to-all of slots. Variable-length ones take two
+/// calls: an all-gather of every rank's N payload lengths (so that every rank knows the longest
+/// and pads to the same block), then the all-to-all of blocks as long as the longest; each is
+/// decoded at the length its sender reported.
 /// @param in the full tensor, plan.size() elements
 /// @param shard plan.shard_size(comm.rank()) elements
-/// @throws commpress::error on size mismatches, a bad workspace or pipeline errors
+/// @throws commpress::error on size mismatches, a bad workspace or pipeline errors; corrupt
+/// when a rank reports a payload length outside [64, plan.worker_slot_bytes()]
 template <communicator Comm, host_policy Policy, class Worker, class Server>
 requires(!uses_device_buffers_v<Comm>) collective_result
     reduce_scatter_compressed(Comm& comm, const Policy& policy,
@@ -169,37 +202,62 @@ requires(!uses_device_buffers_v<Comm>) collective_result
   detail::check_count(shard.size(), lay.length(me), who, "shard");
   const auto r = plan.carve(workspace);
   const auto slot = static_cast<std::size_t>(plan.worker_slot_bytes());
+  const auto ranks = static_cast<std::size_t>(plan.ranks());
+  const bool variable = plan.worker_variable();
 
   collective_result res;
-  for (int j = 0; j < plan.ranks(); ++j) {
-    const std::span<std::byte> dst = r.send.subspan(static_cast<std::size_t>(j) * slot, slot);
-    const step_result s =
-        encode(policy, plan.worker_pipeline(), state.worker[static_cast<std::size_t>(j)], ctx,
-               in.subspan(lay.offset(j), lay.length(j)), dst, r.pipe_ws);
-    // Short and empty chunks have smaller payloads: zero the slot's tail (fixed wire bytes).
+  for (std::size_t j = 0; j < ranks; ++j) {
+    const std::span<std::byte> dst = r.send.subspan(j * slot, slot);
+    const int jj = static_cast<int>(j);
+    const step_result s = encode(policy, plan.worker_pipeline(), state.worker[j], ctx,
+                                 in.subspan(lay.offset(jj), lay.length(jj)), dst, r.pipe_ws);
+    // Short and empty chunks have smaller payloads: zero the slot's tail (defined wire bytes).
     std::fill(dst.begin() + static_cast<std::ptrdiff_t>(s.bytes), dst.end(), std::byte{0});
+    if (variable)
+      detail::store_length(r.my_lengths, j, s.bytes);
     res.payload_bytes += s.bytes;
     res.nonfinite += s.nonfinite;
     res.held += s.held;
   }
-  comm.all_to_all(std::span<const std::byte>(r.send), r.recv);
+  // The block each rank sends each peer: the slot, or the longest payload of this call.
+  std::size_t block = slot;
+  std::uint64_t wire = 0;
+  if (variable) {
+    block = static_cast<std::size_t>(detail::exchange_lengths(
+        comm, std::span<const std::byte>(r.my_lengths), r.lengths, slot, who));
+    wire += (ranks - 1) * ranks * payload_length_bytes;
+    // Payload j moves from slot j to block j, front to back: block <= slot, so no payload lands
+    // on one not yet moved, and the bytes past a payload within its block are its zeroed tail.
+    for (std::size_t j = 1; j < ranks; ++j)
+      std::memmove(r.send.data() + j * block, r.send.data() + j * slot, block);
+  }
+  comm.all_to_all(std::span<const std::byte>(r.send.first(ranks * block)),
+                  r.recv.first(ranks * block));
+  wire += (ranks - 1) * block;
 
   std::fill(shard.begin(), shard.end(), 0.0f);
   const float w = detail::rank_weight(plan.options().scale, plan.ranks());
-  for (int k = 0; k < plan.ranks(); ++k)
-    decode_accumulate(
-        policy, plan.worker_pipeline(),
-        std::span<const std::byte>(r.recv.subspan(static_cast<std::size_t>(k) * slot, slot)), shard,
-        w);
-  res.wire_bytes = static_cast<std::size_t>(plan.reduce_scatter_wire_bytes());
+  for (std::size_t k = 0; k < ranks; ++k) {
+    // Rank k's payload for this rank's chunk is the me-th of its N lengths.
+    const std::size_t len = variable ? static_cast<std::size_t>(detail::load_length(
+                                           r.lengths, k * ranks + static_cast<std::size_t>(me)))
+                                     : block;
+    decode_accumulate(policy, plan.worker_pipeline(),
+                      std::span<const std::byte>(r.recv.subspan(k * block, len)), shard, w);
+  }
+  res.wire_bytes = static_cast<std::size_t>(wire);
   return res;
 }
 
 /// @brief Second half of the sharded path: this rank encodes its `shard` with the server
 /// pipeline and `state.server` (second EF point), the payloads are all-gathered and every
 /// rank decodes chunk j of `out` from owner j's payload. Every rank ends with the same bits.
+/// Fixed-length server payloads are all-gathered in one call; variable-length ones after an
+/// all-gather of their lengths, in blocks as long as the longest (as all_gather_compressed).
 /// @param shard plan.shard_size(comm.rank()) elements (reduce_scatter_compressed's output)
 /// @param out the full tensor, plan.size() elements; must not overlap `shard`
+/// @throws commpress::error on size mismatches, a bad workspace or pipeline errors; corrupt
+/// when a rank reports a payload length outside [64, plan.server_slot_bytes()]
 template <communicator Comm, host_policy Policy, class Worker, class Server>
 requires(!uses_device_buffers_v<Comm>) collective_result
     all_gather_shard_compressed(Comm& comm, const Policy& policy,
@@ -215,19 +273,38 @@ requires(!uses_device_buffers_v<Comm>) collective_result
   detail::check_count(out.size(), lay.n, who, "output");
   const auto r = plan.carve(workspace);
   const auto slot = static_cast<std::size_t>(plan.server_slot_bytes());
+  const auto ranks = static_cast<std::size_t>(plan.ranks());
+  const bool variable = plan.server_variable();
 
   const step_result s =
       encode(policy, plan.server_pipeline(), state.server, ctx, shard, r.server_payload, r.pipe_ws);
   std::fill(r.server_payload.begin() + static_cast<std::ptrdiff_t>(s.bytes), r.server_payload.end(),
             std::byte{0});
-  comm.all_gather(std::span<const std::byte>(r.server_payload), r.gathered);
+  // The block every rank sends: the slot, or the longest payload of this call.
+  std::size_t block = slot;
+  std::uint64_t wire = 0;
+  const std::span<std::byte> my_length = r.my_lengths.first(variable ? payload_length_bytes : 0);
+  const std::span<std::byte> lengths = r.lengths.first(my_length.size() * ranks);
+  if (variable) {
+    detail::store_length(my_length, 0, s.bytes);
+    block = static_cast<std::size_t>(
+        detail::exchange_lengths(comm, std::span<const std::byte>(my_length), lengths, slot, who));
+    wire += (ranks - 1) * payload_length_bytes;
+  }
+  comm.all_gather(std::span<const std::byte>(r.server_payload.first(block)),
+                  r.gathered.first(ranks * block));
+  wire += (ranks - 1) * block;
 
   no_state receiver; // collective_pipeline: the receiver keeps nothing
-  for (int j = 0; j < plan.ranks(); ++j)
+  for (std::size_t j = 0; j < ranks; ++j) {
+    const std::size_t len =
+        variable ? static_cast<std::size_t>(detail::load_length(lengths, j)) : block;
+    const int jj = static_cast<int>(j);
     decode(policy, plan.server_pipeline(), receiver,
-           std::span<const std::byte>(r.gathered.subspan(static_cast<std::size_t>(j) * slot, slot)),
-           out.subspan(lay.offset(j), lay.length(j)));
-  return {s.bytes, static_cast<std::size_t>(plan.all_gather_wire_bytes()), s.nonfinite, s.held};
+           std::span<const std::byte>(r.gathered.subspan(j * block, len)),
+           out.subspan(lay.offset(jj), lay.length(jj)));
+  }
+  return {s.bytes, static_cast<std::size_t>(wire), s.nonfinite, s.held};
 }
 
 /// @brief The two-EF-point compressed all-reduce: reduce_scatter_compressed into the
