@@ -827,6 +827,15 @@ void bind_api(nb::module_& m) {
       "Whether payloads of this codec sum by a plain all-reduce (C++ sum_compatible_v): "
       "identity, and random_k when every rank shares (seed, step, tensor_id).");
   m.def(
+      "has_variable_body",
+      [](const any_codec& codec) {
+        return std::visit([](const auto& c) { return commpress::has_variable_body(c); }, codec);
+      },
+      nb::arg("codec"),
+      "Whether this codec configuration's body varies in length (QSGD's Elias coding): its "
+      "payloads are max_payload_bytes at most, and encode returns their length. The collectives "
+      "then send each payload at its length after an exchange of the lengths.");
+  m.def(
       "chunk_alignment",
       [](const any_codec& codec) {
         return std::visit([](const auto& c) { return chunk_alignment(c); }, codec);

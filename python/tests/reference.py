@@ -178,5 +178,10 @@ SHARDED = {
         cp.pipeline(cp.ef(), cp.quantize(bits=4, group=16)),
         cp.pipeline(cp.ef(), cp.sign(granularity=cp.sign_granularity.block, block=16, scale=cp.sign_scale.rms)),
     ),
+    # variable-length payloads at both points
+    "ef_qsgd4e": (
+        cp.pipeline(cp.ef(), cp.qsgd4(block=64, coding=cp.qsgd_coding.elias)),
+        cp.pipeline(cp.ef(), cp.qsgd4(block=64, coding=cp.qsgd_coding.elias)),
+    ),
 }
 SHARDED_N, SHARDED_STEPS = 1003, 3

@@ -185,12 +185,83 @@ def test_sharded_functions_equal_the_cpp_collective(ref, ref_file, world):
     from workers import sharded_pair
 
     for name in SHARDED:
+        worker, server = SHARDED[name]
+        variable = cp.has_variable_body(worker.codec) or cp.has_variable_body(server.codec)
         results = run_ranks(sharded_pair, world, str(ref_file), name)
         for r in range(world):
             for s in range(SHARDED_STEPS):
                 base = f"sharded/{name}/{world}/{r}/{s}"
-                assert results[r][s]["shard"] == ref[base + "/shard"], base
-                assert results[r][s]["out"] == ref[base + "/out"], base
+                got = results[r][s]
+                assert got["shard"] == ref[base + "/shard"], base
+                assert got["out"] == ref[base + "/out"], base
+                # The same bytes on the wire as the C++ collective: its fixed slots, or for
+                # variable-length payloads the lengths and blocks of the longest payload.
+                assert got["wire"] == list(np.frombuffer(ref[base + "/wire"], "<u8")), base
+                if variable:
+                    assert got["wire"][0] < got["worst"][0] and got["wire"][1] < got["worst"][1], base
+                else:
+                    assert got["wire"] == got["worst"], base
+
+
+def sharded_replay(world: int) -> Dict[str, Any]:
+    """The hook's sharded collective on GaussianGrads with QSGD's Elias body (step 0, fresh
+    states), in this one process: every rank's chunk payloads, the owners' means and server
+    payloads, the decoded means, and the bytes a rank sends: the lengths and blocks as long as
+    the longest payload of each half (all the same on every rank), and the fixed slots' figure."""
+    from commpress.torch import make_sharded_state
+    from workers import GaussianGrads, elias_grads, elias_pipeline
+
+    pipe = elias_pipeline()
+    w = rank_weight(world)
+    means: Dict[str, bytes] = {}
+    sent = slots = 0
+    for name in GaussianGrads.SHAPES:
+        ctx = cp.context(seed=SEED, step=0, tensor_id=tensor_id_of(name))
+        grads = [elias_grads(r)[name].reshape(-1).numpy() for r in range(world)]
+        n = grads[0].size
+        states = [make_sharded_state(pipe, n, world, r) for r in range(world)]
+        lay = states[0].layout
+        payloads = [[None] * world for _ in range(world)]  # [sender][chunk]
+        for r in range(world):
+            for j in range(world):
+                off, length = lay.offset(j), lay.length(j)
+                out = np.zeros(pipe.max_payload_bytes(length), np.uint8)
+                res = cp.encode(pipe, states[r].worker[j], ctx, grads[r][off : off + length], out)
+                payloads[r][j] = out[: res.bytes]
+        mean = np.zeros(n, np.float32)
+        server = []
+        for j in range(world):
+            off, length = lay.offset(j), lay.length(j)
+            shard = np.zeros(length, np.float32)
+            for r in range(world):
+                cp.decode_accumulate(pipe, payloads[r][j], shard, w)
+            out = np.zeros(pipe.max_payload_bytes(length), np.uint8)
+            res = cp.encode(pipe, states[j].server, ctx, shard, out)
+            server.append(out[: res.bytes])
+            cp.decode(pipe.codec, server[j], mean[off : off + length])
+        means[name] = mean.tobytes()
+        worker_block = max(p.size for row in payloads for p in row)
+        server_block = max(p.size for p in server)
+        assert len({p.size for row in payloads for p in row}) > 1  # the padding is exercised
+        sent += (world - 1) * (8 * world + worker_block) + (world - 1) * (8 + server_block)
+        slots += (world - 1) * (states[0].worker_slot + states[0].server_slot)
+    return {"grads": means, "bytes_sent": sent, "slots": slots}
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_sharded_variable_length_payloads_travel_at_their_length(world):
+    """The sharded collective with QSGD's Elias body sends each half's payloads in blocks as long
+    as the longest of the call, after their lengths: fewer bytes than the fixed slots, and the
+    same mean as the one-process replay on every rank."""
+    from workers import ddp_elias
+
+    results = run_ranks(ddp_elias, world, "sharded")
+    want = sharded_replay(world)
+    for r in range(world):
+        assert results[r]["compressed"] == 3
+        assert results[r]["bytes_sent"] == want["bytes_sent"] < want["slots"], (results[r], want)
+        for name, mean in want["grads"].items():
+            assert results[r]["grads"][name] == mean, (name, r)
 
 
 def test_layer_policy_warmup_and_statistics():

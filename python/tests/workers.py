@@ -166,11 +166,13 @@ def elias_pipeline() -> Any:
     return cp.pipeline(cp.ef(), cp.qsgd4(block=512, coding=cp.qsgd_coding.elias))
 
 
-def ddp_elias(rank: int, world: int) -> Dict[str, Any]:
+def ddp_elias(rank: int, world: int, collective: str = "auto") -> Dict[str, Any]:
     """One backward pass of GaussianGrads through the hook with QSGD's Elias body: the averaged
     gradients and the hook's statistics."""
     model = DDP(GaussianGrads())
-    hook = CompressionHook(model, elias_pipeline(), layer_policy=COMPRESS_ALL, seed=SEED).register(model)
+    hook = CompressionHook(
+        model, elias_pipeline(), collective=collective, layer_policy=COMPRESS_ALL, seed=SEED
+    ).register(model)
     model(elias_grads(rank)).backward()  # through DDP's forward: its hook runs only then
     s = hook.stats
     return {
@@ -239,9 +241,11 @@ def onebit(rank: int, world: int, pipe_name: str, freeze: int, steps: int) -> Di
 # --- the sharded collective against the C++ one ------------------------------------------------
 
 
-def sharded_pair(rank: int, world: int, records: str, name: str) -> List[Dict[str, bytes]]:
-    """reduce_scatter_compressed then all_gather_shard_compressed on the C++ reference's inputs."""
+def sharded_pair(rank: int, world: int, records: str, name: str) -> List[Dict[str, Any]]:
+    """reduce_scatter_compressed then all_gather_shard_compressed on the C++ reference's inputs:
+    the shard, the result and the bytes each half sent."""
     from commpress.torch import all_gather_shard_compressed, make_sharded_state, reduce_scatter_compressed
+    from commpress.torch.sharded import CollectiveStats
     from reference import SHARDED, SHARDED_N, SHARDED_STEPS, floats, load_records
 
     ref = load_records(Path(records))
@@ -251,9 +255,17 @@ def sharded_pair(rank: int, world: int, records: str, name: str) -> List[Dict[st
     for s in range(SHARDED_STEPS):
         x = torch.from_numpy(floats(ref[f"sharded/{name}/{world}/{rank}/{s}/in"]).copy())
         ctx = cp.context(seed=13, step=s, tensor_id=21)
-        shard = reduce_scatter_compressed(x, st, ctx)
-        out = all_gather_shard_compressed(shard, st, ctx)
-        got.append({"shard": shard.numpy().tobytes(), "out": out.numpy().tobytes()})
+        rs, ag = CollectiveStats(), CollectiveStats()
+        shard = reduce_scatter_compressed(x, st, ctx, stats=rs)
+        out = all_gather_shard_compressed(shard, st, ctx, stats=ag)
+        got.append(
+            {
+                "shard": shard.numpy().tobytes(),
+                "out": out.numpy().tobytes(),
+                "wire": [rs.wire_bytes, ag.wire_bytes],
+                "worst": [st.reduce_scatter_wire_bytes(), st.all_gather_wire_bytes()],
+            }
+        )
     return got
 
 

@@ -14,6 +14,12 @@ the wire are the C++ collective's bytes for the same tensor:
 2. :func:`all_gather_shard_compressed`: the owner encodes its shard with the server pipeline and
    its server state (the second error-feedback point); an all-gather; every rank decodes chunk j
    from owner j's payload.
+
+Where a pipeline's payloads vary in length (``commpress.has_variable_body`` of its codec: QSGD's
+Elias coding), its half first all-gathers the lengths its encodes wrote (int64, a rank's N
+lengths for the all-to-all, its one length for the all-gather) and then sends blocks zero-padded
+to the longest payload of the call instead of the fixed slots; each payload is decoded at the
+length its sender reported. Fixed-length payloads take the one collective, as before.
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ import torch.distributed as dist
 
 from .. import _commpress as _cp
 from .. import errc, error
+
+_HEADER = 64  # payload header bytes (docs/wire-format.md): the shortest valid payload
+_LENGTH_BYTES = 8  # one payload length in the length exchange (int64)
 
 
 @dataclass
@@ -48,11 +57,29 @@ class ShardedState:
     def shard_size(self) -> int:
         return int(self.layout.length(self.rank))
 
+    @property
+    def worker_variable(self) -> bool:
+        """Whether the worker payloads vary in length (C++ ``sharded_plan::worker_variable``)."""
+        return bool(_cp.has_variable_body(self.worker_pipe.codec))
+
+    @property
+    def server_variable(self) -> bool:
+        """Whether the server payloads vary in length (C++ ``sharded_plan::server_variable``)."""
+        return bool(_cp.has_variable_body(self.server_pipe.codec))
+
     def reduce_scatter_wire_bytes(self) -> int:
-        return (self.layout.ranks - 1) * self.worker_slot
+        """Bytes a rank sends in the reduce-scatter half: N - 1 slots. Exact for fixed-length
+        worker payloads; for variable ones the worst case, (N - 1) (8 N + slot): a call sends its
+        N lengths and blocks as long as that call's longest payload (its CollectiveStats)."""
+        world = self.layout.ranks
+        lengths = _LENGTH_BYTES * world if self.worker_variable else 0
+        return (world - 1) * (lengths + self.worker_slot)
 
     def all_gather_wire_bytes(self) -> int:
-        return (self.layout.ranks - 1) * self.server_slot
+        """Bytes a rank sends in the all-gather half: N - 1 slots. Exact for fixed-length server
+        payloads; for variable ones the worst case, (N - 1) (8 + slot)."""
+        length = _LENGTH_BYTES if self.server_variable else 0
+        return (self.layout.ranks - 1) * (length + self.server_slot)
 
     def save(self, tensor_id: int) -> dict:
         return {
@@ -122,9 +149,30 @@ class CollectiveStats:
     """What one call did on this rank (C++ collective_result)."""
 
     payload_bytes: int = 0
+    #: bytes this rank sent: slots or blocks, and the lengths of variable-length payloads
     wire_bytes: int = 0
     nonfinite: int = 0
     held: int = 0
+
+
+def _exchange_lengths(mine: List[int], slot: int, group: Optional[dist.ProcessGroup]) -> List[List[int]]:
+    """Every rank's payload lengths (C++ ``detail::exchange_lengths``): all-gathers `mine`, checks
+    that each length lies between the header and `slot` (they slice the received bytes), and
+    returns them per rank. Raises commpress.Error (corrupt) naming a rank that reported a bad
+    one."""
+    t = torch.tensor(mine, dtype=torch.int64)
+    theirs = [torch.empty_like(t) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(theirs, t, group=group)
+    lengths = [ls.tolist() for ls in theirs]
+    for r, ls in enumerate(lengths):
+        for n in ls:
+            if not _HEADER <= n <= slot:
+                raise error(
+                    errc.corrupt,
+                    f"collective: rank {r} reports a payload of {n} bytes, outside the header's "
+                    f"{_HEADER} and the slot's {slot}",
+                )
+    return lengths
 
 
 def reduce_scatter_compressed(
@@ -146,24 +194,38 @@ def reduce_scatter_compressed(
     if flat.numel() != lay.n:
         raise error(errc.size_mismatch, f"collective: input has {flat.numel()} elements, the plan {lay.n}")
     slot = state.worker_slot
-    send = torch.zeros(world * slot, dtype=torch.uint8)  # zero tails: fixed wire bytes
+    send = torch.zeros(world * slot, dtype=torch.uint8)  # zero tails: defined wire bytes
+    lengths = []
     for j in range(world):
         off, length = lay.offset(j), lay.length(j)
         r = _cp.encode(
             state.worker_pipe, state.worker[j], ctx, flat[off : off + length], send[j * slot : (j + 1) * slot]
         )
+        lengths.append(int(r.bytes))
         if stats is not None:
             stats.payload_bytes += r.bytes
             stats.nonfinite += r.nonfinite
             stats.held += r.held
+    # The block each rank sends each peer: the slot, or the longest payload of this call over
+    # every rank (all_to_all_single takes blocks of one size), so the lengths go first.
+    block, wire = slot, 0
+    theirs: List[List[int]] = []
+    if state.worker_variable:
+        theirs = _exchange_lengths(lengths, slot, group)
+        block = max(max(ls) for ls in theirs)
+        send = send.view(world, slot)[:, :block].reshape(-1)  # payload j and its zero tail
+        wire += (world - 1) * _LENGTH_BYTES * world
     recv = torch.empty_like(send)
     dist.all_to_all_single(recv, send, group=group)
+    wire += (world - 1) * block
     shard = torch.zeros(state.shard_size, dtype=torch.float32)
     w = rank_weight(world, mean)
     for k in range(world):
-        _cp.decode_accumulate(state.worker_pipe, recv[k * slot : (k + 1) * slot], shard, w)
+        # rank k's payload for this rank's chunk: the state.rank-th of its lengths
+        n = theirs[k][state.rank] if state.worker_variable else block
+        _cp.decode_accumulate(state.worker_pipe, recv[k * block : k * block + n], shard, w)
     if stats is not None:
-        stats.wire_bytes += state.reduce_scatter_wire_bytes()
+        stats.wire_bytes += wire
     return shard
 
 
@@ -184,19 +246,29 @@ def all_gather_shard_compressed(
         raise error(errc.size_mismatch, f"collective: shard has {shard.numel()} elements, expected {state.shard_size}")
     payload = torch.zeros(state.server_slot, dtype=torch.uint8)
     r = _cp.encode(state.server_pipe, state.server, ctx, shard.reshape(-1), payload)
+    # The block every rank sends: the slot, or the longest payload of this call.
+    block, wire = state.server_slot, 0
+    lengths: List[int] = []
+    if state.server_variable:
+        lengths = [ls[0] for ls in _exchange_lengths([int(r.bytes)], state.server_slot, group)]
+        block = max(lengths)
+        payload = payload[:block]
+        wire += (lay.ranks - 1) * _LENGTH_BYTES
     gathered = [torch.empty_like(payload) for _ in range(lay.ranks)]
     dist.all_gather(gathered, payload, group=group)
+    wire += (lay.ranks - 1) * block
     out = torch.empty(lay.n, dtype=torch.float32) if out is None else out
     flat = out.reshape(-1)
     receiver = state.server_pipe.make_receiver_state(0)  # none, ef, loco: the receiver keeps nothing
     for j in range(lay.ranks):
         off, length = lay.offset(j), lay.length(j)
-        _cp.decode(state.server_pipe, receiver, gathered[j], flat[off : off + length])
+        n = lengths[j] if state.server_variable else block
+        _cp.decode(state.server_pipe, receiver, gathered[j][:n], flat[off : off + length])
     if stats is not None:
         stats.payload_bytes += r.bytes
         stats.nonfinite += r.nonfinite
         stats.held += r.held
-        stats.wire_bytes += state.all_gather_wire_bytes()
+        stats.wire_bytes += wire
     return out
 
 

@@ -278,11 +278,12 @@ constexpr std::uint64_t sharded_n = 1003; // not a multiple of the ranks or of t
 constexpr std::uint64_t sharded_steps = 3;
 
 /// sharded_all_reduce_compressed's two halves on `ranks` loopback ranks (threads): each rank's
-/// input, its shard (reduce-scatter) and the full result, per step.
+/// input, its shard (reduce-scatter), the full result and the bytes each half sent, per step.
 template <class W, class S>
 void sharded_case(const std::string& name, const W& worker, const S& server, int ranks) {
   struct rank_out {
     std::vector<std::vector<float>> in, shard, out;
+    std::vector<std::vector<std::uint64_t>> wire; // reduce-scatter half, all-gather half
   };
   std::vector<rank_out> got(static_cast<std::size_t>(ranks));
   cp::loopback_world world(ranks, std::chrono::milliseconds(60000));
@@ -296,13 +297,16 @@ void sharded_case(const std::string& name, const W& worker, const S& server, int
       const cp::context ctx{.seed = 13, .step = s, .tensor_id = 21};
       const std::vector<float> x = input(sharded_n, 30 + 10 * r + static_cast<int>(s));
       std::vector<float> shard(plan.shard_size(r)), out(sharded_n);
-      cp::reduce_scatter_compressed(comm, cp::cpu::seq, plan, st, ctx, std::span<const float>(x),
-                                    std::span(shard), std::span(ws));
-      cp::all_gather_shard_compressed(comm, cp::cpu::seq, plan, st, ctx,
-                                      std::span<const float>(shard), std::span(out), std::span(ws));
+      const auto rs = cp::reduce_scatter_compressed(
+          comm, cp::cpu::seq, plan, st, ctx, std::span<const float>(x), std::span(shard),
+          std::span(ws));
+      const auto ag = cp::all_gather_shard_compressed(
+          comm, cp::cpu::seq, plan, st, ctx, std::span<const float>(shard), std::span(out),
+          std::span(ws));
       mine.in.push_back(x);
       mine.shard.push_back(shard);
       mine.out.push_back(out);
+      mine.wire.push_back({rs.wire_bytes, ag.wire_bytes});
     }
   });
   for (int r = 0; r < ranks; ++r)
@@ -313,6 +317,7 @@ void sharded_case(const std::string& name, const W& worker, const S& server, int
       record(base + "/in", o.in[s]);
       record(base + "/shard", o.shard[s]);
       record(base + "/out", o.out[s]);
+      record(base + "/wire", std::span<const std::uint64_t>(o.wire[s]));
     }
 }
 
@@ -321,8 +326,12 @@ void sharded() {
   const cp::pipeline<cp::ef, cp::quantize> worker{{}, {.bits = 4, .group = 16}};
   const cp::pipeline<cp::ef, cp::sign> server{
       {}, {.granularity = cp::sign_granularity::block, .block = 16, .scale = cp::sign_scale::rms}};
-  for (int ranks : {2, 4})
+  // QSGD's Elias body varies in length: payloads travel at their length after the lengths.
+  const cp::pipeline<cp::ef, cp::qsgd4> elias{{}, {.block = 64, .coding = cp::qsgd_coding::elias}};
+  for (int ranks : {2, 4}) {
     sharded_case("ef_q4__ef_sign", worker, server, ranks);
+    sharded_case("ef_qsgd4e", elias, elias, ranks);
+  }
 }
 
 } // namespace
