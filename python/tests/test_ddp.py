@@ -264,6 +264,13 @@ def test_sharded_variable_length_payloads_travel_at_their_length(world):
             assert results[r]["grads"][name] == mean, (name, r)
 
 
+def test_sharded_bad_peer_length_is_corrupt_on_every_rank():
+    from workers import sharded_bad_length
+
+    for r, text in enumerate(run_ranks(sharded_bad_length, 2)):
+        assert text.startswith("corrupt") and "rank 1 reports a payload of 5000 bytes" in text, (r, text)
+
+
 def test_layer_policy_warmup_and_statistics():
     from workers import ddp_policy
 

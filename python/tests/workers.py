@@ -269,6 +269,18 @@ def sharded_pair(rank: int, world: int, records: str, name: str) -> List[Dict[st
     return got
 
 
+def sharded_bad_length(rank: int, world: int) -> str:
+    """The sharded functions' length exchange with rank 1 reporting a length past the slot: the
+    error every rank raises (each reads the same gathered lengths)."""
+    from commpress.torch.sharded import _exchange_lengths
+
+    try:
+        _exchange_lengths([100, 200] if rank != 1 else [100, 5000], 1000, None)
+    except cp.Error as e:
+        return f"{e.code.name}: {e}"
+    return "no error"
+
+
 def ddp_policy(rank: int, world: int) -> List[Dict[str, Any]]:
     """Layer policy, warm-up and the statistics: biases and an excluded weight go plain, the
     first step goes uncompressed, a NaN gradient on rank 0's last step is counted."""
