@@ -157,6 +157,8 @@ int main(int argc, char** argv) {
   // chunked top-k as DeMo / SparseLoCo send it: 2 of every 64 elements, 1-byte indices, and the
   // same selection with 2-bit values (one scale per 64 kept values)
   register_codec("top_k_chunk64_2", cp::top_k{.count = 2, .row_length = 64});
+  // 6 of every 64 (9.4%), past the 4 that the small-k selection keeps in registers per lane
+  register_codec("top_k_chunk64_6", cp::top_k{.count = 6, .row_length = 64});
   register_codec(
       "top_k_chunk64_2_q2",
       cp::top_k{.count = 2,

@@ -358,6 +358,41 @@ TEST_SUITE("compress") {
     CHECK(checked > 20000);
   }
 
+  TEST_CASE("top_k_small: a row whose largest keys, or ties at the k-th, all fall in one vector "
+            "lane (the lane's lists drain when a lane sees fewer keys than k)") {
+    std::size_t wrong = 0, checked = 0;
+    for (std::uint64_t stride : {std::uint64_t{8}, std::uint64_t{16}, std::uint64_t{cp::cpu::simd::lanes}})
+      for (std::uint64_t d = 1; d <= 4 * stride + 3; ++d)
+        for (std::uint64_t lane = 0; lane < std::min(d, stride); ++lane)
+          for (int data = 0; data < 3; ++data) {
+            // Small values everywhere, and in the lane's elements larger ones: distinct (0),
+            // all equal (1), or equal to the small ones (2, ties at the k-th).
+            std::vector<float> x(d, data == 2 ? 3.0f : 0.5f);
+            for (std::uint64_t i = 0; i < d; ++i)
+              x[i] = i % 2 ? -x[i] : x[i];
+            for (std::uint64_t i = lane, t = 0; i < d; i += stride, ++t)
+              x[i] = data == 0 ? 4.0f + static_cast<float>(t) : (t % 2 ? -3.0f : 3.0f);
+            for (std::uint64_t k = 1; k <= std::min(d, cd::small_top_k_max); ++k) {
+              std::vector<std::uint32_t> index(k, ~0u), bits(k, ~0u);
+              cd::top_k_small(x.data(), d, k, false, index.data(), bits.data());
+              const auto want = reference_kept(x, k, false);
+              const bool ok = index == want;
+              if (!ok) {
+                CAPTURE(stride);
+                CAPTURE(d);
+                CAPTURE(lane);
+                CAPTURE(data);
+                CAPTURE(k);
+                CHECK(index == want);
+              }
+              wrong += ok ? 0u : 1u;
+              ++checked;
+            }
+          }
+    CHECK(wrong == 0);
+    CHECK(checked > 5000);
+  }
+
   TEST_CASE("top_k_small: consecutive rows of one buffer, the last one shorter, each see only "
             "their own elements") {
     const std::vector<float> x = awkward_row(64 * 5 + 23, 1, 77);

@@ -231,7 +231,9 @@ private:
   /// short for the sampled method (chunked top-k), where the general method's per-row machinery
   /// costs far more than reading the row.
   static bool small_row(std::uint64_t d, std::uint64_t k) {
-    return k != 0 && k <= cpu::detail::small_top_k_used && d < cpu::detail::sampled_top_k_min_row;
+    return k != 0 && k <= cpu::detail::small_top_k_max &&
+           cpu::detail::small_top_k_lists(d, k) <= cpu::detail::small_top_k_lists_fast &&
+           d < cpu::detail::sampled_top_k_min_row;
   }
 
   /// The row as fp32: itself, or fp16/bf16 input converted into the workspace's key array.

@@ -316,31 +316,38 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
   return {idx, values == nullptr ? val : nullptr};
 }
 
-/// Largest k that top_k_small handles: it keeps k sorted vectors of keys in registers.
+/// Largest k that top_k_small handles.
 inline constexpr std::uint64_t small_top_k_max = 8;
 
-/// Largest k for which the top_k codec takes top_k_small: beyond 4 lists, the plain-C++ layer's
+/// The most per-lane key lists for which top_k_small pays: beyond 4, the plain-C++ layer's
 /// 16-lane vectors no longer fit SSE2's registers and the method is no faster than the general
 /// one (bench/README.md, "A selection for small k").
 #if defined(COMMPRESS_SIMD_AVX512) || defined(COMMPRESS_SIMD_AVX2)
-inline constexpr std::uint64_t small_top_k_used = small_top_k_max;
+inline constexpr std::uint64_t small_top_k_lists_fast = small_top_k_max;
 #else
-inline constexpr std::uint64_t small_top_k_used = 4;
+inline constexpr std::uint64_t small_top_k_lists_fast = 4;
 #endif
+
+/// The lists per lane that top_k_small keeps for a row of d elements and k kept: k, or 4 where
+/// no lane sees more than 4 of the row's elements (a chunk of 64 in 16-lane vectors), since a
+/// lane's lists need hold no more keys than the lane sees.
+constexpr std::uint64_t small_top_k_lists(std::uint64_t d, std::uint64_t k) {
+  return k > 4 && d <= 4 * simd::lanes ? 4 : k;
+}
 
 /// Whether top_k_small's second pass first assumes that exactly k keys are >= the k-th (no
 /// surplus ties), with one compare per vector, and falls back to the exact pass otherwise:
-/// about twice as fast a row with AVX2 and AVX-512; in the plain-C++ layer the extra loop left
-/// more of the function scalar and the row slower (bench/README.md, "A selection for small k").
+/// about twice as fast a row with AVX2 and AVX-512; in the plain-C++ layer it gained 5% at
+/// most, within the spread of the runs (bench/README.md, "A selection for small k").
 #if defined(COMMPRESS_SIMD_AVX512) || defined(COMMPRESS_SIMD_AVX2)
 inline constexpr bool small_top_k_one_compare = true;
 #else
 inline constexpr bool small_top_k_one_compare = false;
 #endif
 
-/// The state of top_k_small_fixed's two passes over a row.
-template <unsigned K> struct small_top_k {
-  simd::vu top[K];    ///< per lane, its K largest keys so far: top[0] >= top[1] >= ...
+/// The state of top_k_small_fixed's two passes over a row, with L lists per lane.
+template <unsigned K, unsigned L> struct small_top_k {
+  simd::vu top[L];    ///< per lane, its L largest keys so far: top[0] >= top[1] >= ...
   simd::vu nonfinite; ///< per lane, its NaN/Inf count
   std::uint32_t t;    ///< the K-th largest key of the row
   std::uint32_t ties; ///< keys == t still to keep
@@ -362,42 +369,47 @@ template <unsigned K> struct small_top_k {
     vm nf;
     vu key = key_of(v, zero_nonfinite, nf);
     nonfinite = count_lanes(nonfinite, nf);
-    for (unsigned j = 0; j < K; ++j) {
-#if defined(COMMPRESS_SIMD_AVX512) || defined(COMMPRESS_SIMD_AVX2)
+    for (unsigned j = 0; j < L; ++j) {
       const vu larger = max_i32(top[j], key);
       key = min_i32(top[j], key);
-#else
-      // The plain-C++ layer's max/min have no SSE2 instruction and stay scalar; a compare and
-      // two selects are vectorized.
-      const vm up = gt_i32(key, top[j]);
-      const vu larger = select(up, key, top[j]);
-      key = select(up, top[j], key);
-#endif
       top[j] = larger;
     }
   }
 
-  /// t and ties from the lane lists: K rounds of "take the largest list head, pop it from one
-  /// lane that holds it". The row's K largest keys, with their multiplicity, are among the
-  /// lists; a lane popped p <= r times has p stale entries at its end, which the remaining
-  /// K - 1 - r rounds never reach.
+  /// t and ties from the lane lists, by rounds of "take the largest list head h, and pop it
+  /// from every lane whose head is h": a round takes as many keys h as lanes hold it as their
+  /// head, so the rounds take the row's keys largest first, with their multiplicity, and stop
+  /// within K rounds, once K keys are taken; t is the last round's h, and the keys above it
+  /// are those taken before the rounds that took h. The row's K largest keys are among the
+  /// lists: a lane's L lists hold its L largest keys, and where L < K the lane saw at most L
+  /// keys (small_top_k_lists), and a pop there shifts a key 0 in at the list's end, which is no
+  /// larger than any key, so it becomes a head only where every key left is 0, as the row's own
+  /// zeros (or the +0 padding) would. Where L = K, a lane is popped at most K - 1 times before
+  /// the last round, so its heads never reach the stale entries a pop leaves at the end.
   COMMPRESS_FORCEINLINE void kth() {
     using namespace simd;
-    std::uint32_t heads[K]; // the row's K largest keys, non-increasing
-    for (unsigned r = 0; r < K; ++r) {
-      heads[r] = reduce_max_u32(top[0]);
-      if (r + 1 == K)
+    std::uint32_t taken = 0; // keys taken so far
+    std::uint32_t above = 0; // of them, those larger than the last round's head
+    std::uint32_t previous = ~0u;
+    for (;;) {
+      // Keys are below 2^31, so signed and unsigned order agree: the signed maximum is the one
+      // the plain-C++ layer computes with SSE2.
+      const auto head = static_cast<std::uint32_t>(reduce_max_i32(top[0]));
+      above = head == previous ? above : taken;
+      previous = head;
+      if (taken + 1 == K) // a lane at least holds it: without ties, the last round ends here
         break;
-      const auto lane =
-          static_cast<unsigned>(std::countr_zero(mask_bits(eq_u32(top[0], splat_u32(heads[r])))));
-      const vm one = mask_from_bits(1u << lane);
-      for (unsigned j = 0; j + 1 < K; ++j)
-        top[j] = select(one, top[j + 1], top[j]);
+      const vm holders = eq_u32(top[0], splat_u32(head));
+      taken += count(holders);
+      if (taken >= K)
+        break;
+      for (unsigned j = 0; j + 1 < L; ++j)
+        top[j] = select(holders, top[j + 1], top[j]);
+      if constexpr (L < K)
+        top[L - 1] = clear(holders, top[L - 1]);
     }
-    t = heads[K - 1];
-    ties = 0;
-    for (unsigned r = 0; r < K; ++r)
-      ties += heads[r] == t ? 1u : 0u;
+    t = previous;
+    ties = K - above;
   }
 
   /// Pass 2 when exactly K keys are >= t, the usual case: one compare per vector. The indices
@@ -450,10 +462,11 @@ template <unsigned K> struct small_top_k {
 /// chunked top-k (2 of every 64) are: the general method's key array, std::nth_element and
 /// per-element callbacks cost far more than the row's one read (bench/README.md, "A
 /// selection for small k"). Two vector passes over the row:
-/// 1. every lane keeps the K largest keys it sees (|x| bits, screened by the non-finite policy),
-///    sorted, by a compare-exchange chain of vector max/min; the row's K largest keys, with
-///    their multiplicity, are among those lane lists, so K rounds of "take the largest list
-///    head, pop it from one lane" give the K-th largest key t and how many keys exceed it. The
+/// 1. every lane keeps the L largest keys it sees (|x| bits, screened by the non-finite policy),
+///    sorted, by a compare-exchange chain of vector max/min, where L is K or at least the keys
+///    a lane sees (small_top_k_lists); the row's K largest keys, with their multiplicity, are
+///    among those lane lists, so at most K rounds of "take the largest list head, pop it from
+///    the lanes that hold it" give the K-th largest key t and how many keys exceed it. The
 ///    lists start at key 0 and the vector past the row's end is padded with +0: keys no larger
 ///    than t, which change neither t (there are K real keys >= t) nor the count above it.
 /// 2. keep every key > t and the first K - (keys > t) keys == t by index: the tie rule of
@@ -463,17 +476,17 @@ template <unsigned K> struct small_top_k {
 ///    stands when there are exactly K of them, which are then the kept ones.
 /// Writes the kept indices, increasing, to index[0..K) and their screened fp32 bits (NaN/Inf as
 /// +0 under zero_nonfinite) to bits[0..K); returns the row's NaN/Inf count.
-template <unsigned K>
+template <unsigned K, unsigned L>
 inline std::size_t top_k_small_fixed(const float* COMMPRESS_RESTRICT x, std::uint64_t d,
                                      bool zero_nonfinite, std::uint32_t* COMMPRESS_RESTRICT index,
                                      std::uint32_t* COMMPRESS_RESTRICT bits) {
-  static_assert(K >= 1 && K <= small_top_k_max);
+  static_assert(K >= 1 && K <= small_top_k_max && L >= 1 && L <= K);
   using namespace simd;
   const std::uint64_t full = d - d % lanes; // elements in whole vectors
   float tail[lanes] = {};                   // the rest, padded with +0
   std::memcpy(tail, x + full, 4 * (d - full));
-  small_top_k<K> s;
-  for (unsigned j = 0; j < K; ++j)
+  small_top_k<K, L> s;
+  for (unsigned j = 0; j < L; ++j)
     s.top[j] = splat_u32(0);
   s.nonfinite = splat_u32(0);
   for (std::uint64_t at = 0; at < full; at += lanes)
@@ -512,28 +525,34 @@ inline std::size_t top_k_small_fixed(const float* COMMPRESS_RESTRICT x, std::uin
   return static_cast<std::size_t>(reduce_add_u32(s.nonfinite));
 }
 
-/// top_k_small_fixed for a run-time k, 1 <= k <= min(d, small_top_k_max).
+/// top_k_small_fixed for a run-time k, 1 <= k <= min(d, small_top_k_max), with
+/// small_top_k_lists(d, k) lists per lane.
 inline std::size_t top_k_small(const float* COMMPRESS_RESTRICT x, std::uint64_t d, std::uint64_t k,
                                bool zero_nonfinite, std::uint32_t* COMMPRESS_RESTRICT index,
                                std::uint32_t* COMMPRESS_RESTRICT bits) {
   static_assert(small_top_k_max == 8, "one case per k");
+  const bool short_row = small_top_k_lists(d, k) < k;
   switch (k) {
   case 1:
-    return top_k_small_fixed<1>(x, d, zero_nonfinite, index, bits);
+    return top_k_small_fixed<1, 1>(x, d, zero_nonfinite, index, bits);
   case 2:
-    return top_k_small_fixed<2>(x, d, zero_nonfinite, index, bits);
+    return top_k_small_fixed<2, 2>(x, d, zero_nonfinite, index, bits);
   case 3:
-    return top_k_small_fixed<3>(x, d, zero_nonfinite, index, bits);
+    return top_k_small_fixed<3, 3>(x, d, zero_nonfinite, index, bits);
   case 4:
-    return top_k_small_fixed<4>(x, d, zero_nonfinite, index, bits);
+    return top_k_small_fixed<4, 4>(x, d, zero_nonfinite, index, bits);
   case 5:
-    return top_k_small_fixed<5>(x, d, zero_nonfinite, index, bits);
+    return short_row ? top_k_small_fixed<5, 4>(x, d, zero_nonfinite, index, bits)
+                     : top_k_small_fixed<5, 5>(x, d, zero_nonfinite, index, bits);
   case 6:
-    return top_k_small_fixed<6>(x, d, zero_nonfinite, index, bits);
+    return short_row ? top_k_small_fixed<6, 4>(x, d, zero_nonfinite, index, bits)
+                     : top_k_small_fixed<6, 6>(x, d, zero_nonfinite, index, bits);
   case 7:
-    return top_k_small_fixed<7>(x, d, zero_nonfinite, index, bits);
+    return short_row ? top_k_small_fixed<7, 4>(x, d, zero_nonfinite, index, bits)
+                     : top_k_small_fixed<7, 7>(x, d, zero_nonfinite, index, bits);
   default:
-    return top_k_small_fixed<8>(x, d, zero_nonfinite, index, bits);
+    return short_row ? top_k_small_fixed<8, 4>(x, d, zero_nonfinite, index, bits)
+                     : top_k_small_fixed<8, 8>(x, d, zero_nonfinite, index, bits);
   }
 }
 

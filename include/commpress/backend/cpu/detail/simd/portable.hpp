@@ -221,16 +221,43 @@ COMMPRESS_FORCEINLINE vu min_u32(vu a, vu b) {
   COMMPRESS_SIMD_LANES(r, a.v[j] < b.v[j] ? a.v[j] : b.v[j]);
   return r;
 }
+#if defined(COMMPRESS_SIMD_SSE2)
+// SSE2 has no 32-bit max or min: a compare and a select, written out, since whether GCC
+// vectorizes the lane loops below depends on the code they are inlined into.
+COMMPRESS_FORCEINLINE __m128i sse2_max_i32(__m128i a, __m128i b) {
+  const __m128i a_larger = _mm_cmpgt_epi32(a, b);
+  return _mm_or_si128(_mm_and_si128(a_larger, a), _mm_andnot_si128(a_larger, b));
+}
+COMMPRESS_FORCEINLINE __m128i sse2_min_i32(__m128i a, __m128i b) {
+  const __m128i a_larger = _mm_cmpgt_epi32(a, b);
+  return _mm_or_si128(_mm_and_si128(a_larger, b), _mm_andnot_si128(a_larger, a));
+}
+COMMPRESS_FORCEINLINE __m128i sse2_quarter(const vu& a, std::size_t q) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.v + 4 * q));
+}
+#endif
 COMMPRESS_FORCEINLINE vu max_i32(vu a, vu b) {
   vu r;
+#if defined(COMMPRESS_SIMD_SSE2)
+  for (std::size_t q = 0; q < 4; ++q)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(r.v + 4 * q),
+                     sse2_max_i32(sse2_quarter(a, q), sse2_quarter(b, q)));
+#else
   COMMPRESS_SIMD_LANES(
       r, static_cast<std::int32_t>(a.v[j]) > static_cast<std::int32_t>(b.v[j]) ? a.v[j] : b.v[j]);
+#endif
   return r;
 }
 COMMPRESS_FORCEINLINE vu min_i32(vu a, vu b) {
   vu r;
+#if defined(COMMPRESS_SIMD_SSE2)
+  for (std::size_t q = 0; q < 4; ++q)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(r.v + 4 * q),
+                     sse2_min_i32(sse2_quarter(a, q), sse2_quarter(b, q)));
+#else
   COMMPRESS_SIMD_LANES(
       r, static_cast<std::int32_t>(a.v[j]) < static_cast<std::int32_t>(b.v[j]) ? a.v[j] : b.v[j]);
+#endif
   return r;
 }
 
@@ -359,10 +386,18 @@ COMMPRESS_FORCEINLINE std::uint32_t reduce_min_u32(vu a) {
   return r;
 }
 COMMPRESS_FORCEINLINE std::int32_t reduce_max_i32(vu a) {
+#if defined(COMMPRESS_SIMD_SSE2)
+  __m128i m = sse2_max_i32(sse2_max_i32(sse2_quarter(a, 0), sse2_quarter(a, 1)),
+                           sse2_max_i32(sse2_quarter(a, 2), sse2_quarter(a, 3)));
+  m = sse2_max_i32(m, _mm_shuffle_epi32(m, 0x4e)); // lanes 2, 3, 0, 1
+  m = sse2_max_i32(m, _mm_shuffle_epi32(m, 0xb1)); // lanes 1, 0, 3, 2
+  return _mm_cvtsi128_si32(m);
+#else
   auto r = static_cast<std::int32_t>(a.v[0]);
   for (std::size_t j = 1; j < lanes; ++j)
     r = static_cast<std::int32_t>(a.v[j]) > r ? static_cast<std::int32_t>(a.v[j]) : r;
   return r;
+#endif
 }
 COMMPRESS_FORCEINLINE std::int32_t reduce_min_i32(vu a) {
   auto r = static_cast<std::int32_t>(a.v[0]);
