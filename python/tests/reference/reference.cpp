@@ -297,12 +297,12 @@ void sharded_case(const std::string& name, const W& worker, const S& server, int
       const cp::context ctx{.seed = 13, .step = s, .tensor_id = 21};
       const std::vector<float> x = input(sharded_n, 30 + 10 * r + static_cast<int>(s));
       std::vector<float> shard(plan.shard_size(r)), out(sharded_n);
-      const auto rs = cp::reduce_scatter_compressed(
-          comm, cp::cpu::seq, plan, st, ctx, std::span<const float>(x), std::span(shard),
-          std::span(ws));
-      const auto ag = cp::all_gather_shard_compressed(
-          comm, cp::cpu::seq, plan, st, ctx, std::span<const float>(shard), std::span(out),
-          std::span(ws));
+      const auto rs =
+          cp::reduce_scatter_compressed(comm, cp::cpu::seq, plan, st, ctx,
+                                        std::span<const float>(x), std::span(shard), std::span(ws));
+      const auto ag = cp::all_gather_shard_compressed(comm, cp::cpu::seq, plan, st, ctx,
+                                                      std::span<const float>(shard), std::span(out),
+                                                      std::span(ws));
       mine.in.push_back(x);
       mine.shard.push_back(shard);
       mine.out.push_back(out);
