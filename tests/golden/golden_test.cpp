@@ -33,7 +33,9 @@
 // - qsgd's Elias digest was recorded when the Elias body was added, from a build in which its
 //   payloads decoded to the fixed-width body's bits, its lengths equalled the sum of the Elias
 //   codes (qsgd_elias_test.cpp) and the Python decoder written from the document read them back
-//   (the other digests did not change: the fixed body's params byte 8 is 0).
+//   (the other digests did not change: the fixed body's params byte 8 is 0);
+// - the rotated codecs' digest was recorded after they had shipped, from a build whose rotated
+//   windows rotated_test.cpp checked against the definition's transform, bit for bit.
 
 #include <doctest/doctest.h>
 
@@ -351,6 +353,33 @@ template <class Policy> std::uint64_t qsgd_elias_digest(const Policy& p) {
   return d.h;
 }
 
+/// The Hadamard rotation before quantize (block and tensor scales, stochastic rounding), sign and
+/// MXFP4, in windows of 8 to 4096: sizes that leave a short last window cut into pieces, and
+/// inputs with NaN, infinities and values near the float maximum.
+template <class Policy> std::uint64_t rotated_digest(const Policy& p) {
+  digest d;
+  const auto each = [&](const auto& inner) {
+    for (std::uint8_t log2 : {std::uint8_t{3}, std::uint8_t{6}, std::uint8_t{8}, std::uint8_t{12}}) {
+      const cp::rotated<std::decay_t<decltype(inner)>> c{inner, log2};
+      for (std::size_t n : {0u, 1u, 7u, 8u, 15u, 33u, 1003u, 70001u}) {
+        if (!c.can_implement(n))
+          continue;
+        for (int kind = 0; kind < 4; ++kind)
+          for (auto policy : policies)
+            run_all_types(p, d, c, input(n, kind, 17), policy, 3, n < 2000 && kind < 2);
+      }
+    }
+  };
+  each(cp::quantize{.bits = 4, .group = 256});
+  each(cp::quantize{.bits = 2,
+                    .granularity = cp::scale_granularity::tensor,
+                    .group = 0,
+                    .round = cp::rounding::stochastic});
+  each(cp::sign{});
+  each(cp::mxfp4{});
+  return d.h;
+}
+
 /// Several steps of a feedback pipeline on one tensor: payloads and the sender state.
 template <class Pipe> void run_pipeline(digest& d, const Pipe& pipe, std::size_t n) {
   auto state = pipe.make_state(n);
@@ -411,6 +440,7 @@ constexpr std::uint64_t golden_stochastic_codecs = 0x4c1b602a762fbcb4ull;
 constexpr std::uint64_t golden_sparse_quantized = 0xac1fcd83bf3c66ccull;
 constexpr std::uint64_t golden_random_k_quantized = 0x63e35368a59ed6f3ull;
 constexpr std::uint64_t golden_qsgd_elias = 0xffc911debda42619ull;
+constexpr std::uint64_t golden_rotated = 0x2c6054b8fe9723a3ull;
 
 } // namespace
 
@@ -461,6 +491,11 @@ TEST_SUITE("reliability") {
     check_digest("qsgd elias (seq)", qsgd_elias_digest(cp::cpu::seq), golden_qsgd_elias);
     check_digest("qsgd elias (par)", qsgd_elias_digest(cp::cpu::par_t{.threads = 3, .grain = 256}),
                  golden_qsgd_elias);
+  }
+  TEST_CASE("golden: the rotated codecs write and read the recorded bytes") {
+    check_digest("rotated (seq)", rotated_digest(cp::cpu::seq), golden_rotated);
+    check_digest("rotated (par)", rotated_digest(cp::cpu::par_t{.threads = 3, .grain = 256}),
+                 golden_rotated);
   }
   TEST_CASE("golden: error feedback and LoCo steps write the recorded payloads and states") {
     check_digest("feedback", feedback_digest(), golden_feedback);
