@@ -211,6 +211,28 @@ TEST_CASE("the signs follow seed, tensor id and step, apart from the codecs' ran
   CHECK(cp::rotation_key(11, 2) != cp::make_rng_key(11, 2));
 }
 
+TEST_CASE("the signs as fp32 sign bits are the signs the transform multiplies by, at any start "
+          "and length") {
+  const cp::rng_key key = cp::rotation_key(11, 2);
+  std::size_t wrong = 0, negative = 0, total = 0;
+  for (std::uint64_t first = 0; first < 200; first += 1 + first / 8)
+    for (std::uint64_t len = 0; len <= 300; len += 1 + len / 16) {
+      std::vector<double> ones(len, 1.0);
+      cp::detail::apply_rotation_signs(ones.data(), len, key, 7, first);
+      std::vector<std::uint32_t> mask(len, 0x12345678u);
+      cp::detail::rotation_sign_masks(mask.data(), len, key, 7, first);
+      for (std::uint64_t j = 0; j < len; ++j) {
+        wrong += mask[j] == (ones[j] < 0 ? 0x80000000u : 0u) ? 0u : 1u;
+        negative += ones[j] < 0 ? 1u : 0u;
+      }
+      total += len;
+    }
+  CHECK(wrong == 0);
+  CHECK(total > 10000);
+  CHECK(negative > total / 3); // the signs are random, not all one way
+  CHECK(negative < 2 * total / 3);
+}
+
 TEST_CASE_TEMPLATE("rotated<C>: decode(encode(x)) is roundtrip(x), bit for bit", C, cp::quantize,
                    cp::sign, cp::fp8, cp::mxfp4, cp::nvfp4, cp::terngrad, cp::qsgd4) {
   for (const C& inner : C::examples()) {

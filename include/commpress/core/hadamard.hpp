@@ -24,6 +24,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "commpress/core/config.hpp"
 #include "commpress/core/math.hpp"
@@ -136,78 +137,108 @@ COMMPRESS_HOST_DEVICE inline void walsh_hadamard(double* x, std::uint64_t m) {
       }
 }
 
-/// The orthonormal transform (1/sqrt(m)) H_m of each power-of-two piece of x[0, len): one
+/// Calls f(at, m) for each power-of-two piece [at, at + m) of a window of len elements: one
 /// piece when len is a power of two, else the pieces of len's binary digits, largest first.
-COMMPRESS_HOST_DEVICE inline void orthonormal_hadamard_pieces(double* x, std::uint64_t len) {
+template <class F> COMMPRESS_HOST_DEVICE void for_each_hadamard_piece(std::uint64_t len, F&& f) {
   for (std::uint64_t at = 0; at < len;) {
     std::uint64_t m = 1;
     while (2 * m <= len - at)
       m *= 2;
-    walsh_hadamard(x + at, m);
-#if COMMPRESS_DEVICE_COMPILATION
-    const double scale = 1.0 / ::sqrt(static_cast<double>(m));
-#else
-    const double scale = 1.0 / std::sqrt(static_cast<double>(m));
-#endif
-    for (std::uint64_t j = at; j < at + m; ++j)
-      x[j] *= scale;
+    f(at, m);
     at += m;
   }
 }
 
-/// The signs of four consecutive elements whose bits form the nibble k (bit t: element t).
-struct sign_nibbles {
-  double s[16][4];
-  constexpr sign_nibbles() : s{} {
-    for (int k = 0; k < 16; ++k)
-      for (int t = 0; t < 4; ++t)
-        s[k][t] = (k >> t) & 1 ? -1.0 : 1.0;
-  }
-};
-inline constexpr sign_nibbles rotation_sign_nibbles{};
+/// 1/sqrt(m), the scale that makes H_m orthonormal.
+COMMPRESS_HOST_DEVICE inline double hadamard_scale(std::uint64_t m) {
+#if COMMPRESS_DEVICE_COMPILATION
+  return 1.0 / ::sqrt(static_cast<double>(m));
+#else
+  return 1.0 / std::sqrt(static_cast<double>(m));
+#endif
+}
 
-/// Multiplies x[0, len), the elements first .. first + len - 1 of the tensor, by D's signs:
-/// multiplies by +-1 (exact) four at a time from a table, not branches, since the signs are
-/// random and a branch would mispredict every other element.
-COMMPRESS_HOST_DEVICE inline void apply_rotation_signs(double* x, std::uint64_t len, rng_key key,
-                                                       std::uint64_t step, std::uint64_t first) {
-  // random_u32(key, step, w), each Philox block drawn once for its four words
+/// The orthonormal transform (1/sqrt(m)) H_m of each power-of-two piece of x[0, len).
+COMMPRESS_HOST_DEVICE inline void orthonormal_hadamard_pieces(double* x, std::uint64_t len) {
+  for_each_hadamard_piece(len, [&](std::uint64_t at, std::uint64_t m) {
+    walsh_hadamard(x + at, m);
+    const double scale = hadamard_scale(m);
+    for (std::uint64_t j = at; j < at + m; ++j)
+      x[j] *= scale;
+  });
+}
+
+/// Calls f(word, begin, end) for each run [begin, end) of the elements [0, len) of a window
+/// that starts at element `first` of the tensor whose signs come from one random word: element
+/// first + j's sign is bit (first + j) % 32 of word, 1 meaning negative. Each Philox block is
+/// drawn once for its four words.
+template <class F>
+COMMPRESS_HOST_DEVICE void for_each_sign_word(std::uint64_t len, rng_key key, std::uint64_t step,
+                                              std::uint64_t first, F&& f) {
   std::uint64_t block = ~std::uint64_t{0};
   rng_block b{};
-  const auto words = [&](std::uint64_t w) {
+  for (std::uint64_t j = 0; j < len;) {
+    const std::uint64_t w = (first + j) / 32; // random_u32(key, step, w)
     if (w / 4 != block) {
       block = w / 4;
       b = random_block(key, step, block);
     }
-    return b.v[w % 4];
-  };
-  for (std::uint64_t j = 0; j < len;) {
-    const std::uint64_t i = first + j;
-    const std::uint32_t word = words(i / 32);
-    const std::uint64_t end = len < j + 32 - i % 32 ? len : j + 32 - i % 32;
-    std::uint64_t t = j;
-#if !COMMPRESS_DEVICE_COMPILATION // the table is host memory
-    if (i % 4 == 0)
-      for (; t + 4 <= end; t += 4) {
-        const double* s = rotation_sign_nibbles.s[(word >> ((first + t) % 32)) & 15u];
-        x[t] *= s[0];
-        x[t + 1] *= s[1];
-        x[t + 2] *= s[2];
-        x[t + 3] *= s[3];
-      }
-#endif
-    for (; t < end; ++t)
-      x[t] *= (word >> ((first + t) % 32)) & 1u ? -1.0 : 1.0;
+    const std::uint64_t end = len < (w + 1) * 32 - first ? len : (w + 1) * 32 - first;
+    f(b.v[w % 4], j, end);
     j = end;
   }
+}
+
+/// Multiplies x[0, len), the elements first .. first + len - 1 of the tensor, by D's signs.
+COMMPRESS_HOST_DEVICE inline void apply_rotation_signs(double* x, std::uint64_t len, rng_key key,
+                                                       std::uint64_t step, std::uint64_t first) {
+  for_each_sign_word(len, key, step, first,
+                     [&](std::uint32_t word, std::uint64_t begin, std::uint64_t end) {
+                       for (std::uint64_t t = begin; t < end; ++t)
+                         x[t] *= (word >> ((first + t) % 32)) & 1u ? -1.0 : 1.0;
+                     });
+}
+
+/// The fp32 sign bits of four consecutive elements whose signs form the nibble k (bit t:
+/// element t): 0x80000000 where negative.
+struct sign_mask_nibbles {
+  std::uint32_t m[16][4];
+  constexpr sign_mask_nibbles() : m{} {
+    for (int k = 0; k < 16; ++k)
+      for (int t = 0; t < 4; ++t)
+        m[k][t] = (k >> t) & 1 ? 0x80000000u : 0u;
+  }
+};
+inline constexpr sign_mask_nibbles rotation_sign_mask_nibbles{};
+
+/// D's signs of the elements first .. first + len - 1 as fp32 sign bits: mask[j] is 0x80000000
+/// where element first + j's sign is negative, else 0. Four at a time from a table where the
+/// window is aligned to four, since an x86 vector has no per-lane shift before AVX2.
+COMMPRESS_HOST_DEVICE inline void rotation_sign_masks(std::uint32_t* mask, std::uint64_t len,
+                                                      rng_key key, std::uint64_t step,
+                                                      std::uint64_t first) {
+  for_each_sign_word(
+      len, key, step, first, [&](std::uint32_t word, std::uint64_t begin, std::uint64_t end) {
+        std::uint64_t t = begin;
+#if !COMMPRESS_DEVICE_COMPILATION // the table is host memory
+        if ((first + t) % 4 == 0)
+          for (; t + 4 <= end; t += 4)
+            std::memcpy(mask + t, rotation_sign_mask_nibbles.m[(word >> ((first + t) % 32)) & 15u],
+                        16);
+#endif
+        for (; t < end; ++t)
+          mask[t] = ((word >> ((first + t) % 32)) & 1u) << 31;
+      });
 }
 
 /// d rounded to float, saturating: a finite d beyond the largest float becomes the largest
 /// float of its sign (as the cast codec saturates), so that no finite window rotates, or
 /// rotates back, to an infinity; an infinity stays one, and a NaN becomes the canonical quiet
 /// NaN 0x7FC00000 (its payload and sign after the butterflies would depend on the instruction
-/// set). Selects, not branches, so that a loop of it vectorizes.
-COMMPRESS_HOST_DEVICE inline float round_to_float(double d) {
+/// set). With `sign` 0x80000000 it rounds -d: the rounding is symmetric, so flipping the
+/// float's sign bit before the NaN is made canonical gives the same bits. Selects, not
+/// branches, so that a loop of it vectorizes.
+COMMPRESS_HOST_DEVICE inline float round_to_float(double d, std::uint32_t sign = 0) {
   constexpr double largest = 3.4028234663852886e38;         // the largest float, exactly
   constexpr double largest_double = 1.7976931348623157e308; // beyond it: an infinity
 #if COMMPRESS_DEVICE_COMPILATION
@@ -220,7 +251,7 @@ COMMPRESS_HOST_DEVICE inline float round_to_float(double d) {
   const float f = a > largest_double ? std::copysign(bits_to_float(0x7f800000u), r) : r;
 #endif
   // A NaN's bits, chosen on the integer side so that a loop of this stays a vector loop.
-  const std::uint32_t u = float_to_bits(f);
+  const std::uint32_t u = float_to_bits(f) ^ sign;
   return bits_to_float((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : u);
 }
 

@@ -75,33 +75,52 @@ std::size_t sum_over_windows(const Policy& p, std::uint64_t n, std::uint64_t b, 
 }
 
 /// Rotates in[first, last), one window, into y[first, last): screens NaN/Inf by `policy` and
-/// returns their count.
+/// returns their count. hadamard_forward's operations in fewer passes over the window: D's
+/// signs as sign bits flipped while the window is read (a sign flip is exact), and each piece's
+/// 1/sqrt(m) applied while it is rounded back to float.
 template <element T>
 std::size_t forward_window(const T* in, float* y, std::uint64_t first, std::uint64_t last,
                            nonfinite_policy policy, rng_key key, std::uint64_t step) {
   double buf[std::uint64_t{1} << hadamard_max_log2];
+  std::uint32_t sign[std::uint64_t{1} << hadamard_max_log2];
   const std::uint64_t len = last - first;
-  std::size_t bad = 0;
-  for (std::uint64_t j = 0; j < len; ++j)
-    buf[j] = commpress::detail::screen(to_float(in[first + j]), policy, bad);
-  hadamard_forward(buf, len, key, step, first);
-  for (std::uint64_t j = 0; j < len; ++j)
-    y[first + j] = commpress::detail::round_to_float(buf[j]);
+  commpress::detail::rotation_sign_masks(sign, len, key, step, first);
+  const bool zero_nonfinite = policy == nonfinite_policy::zero_and_count;
+  std::uint32_t bad = 0; // a window's count, in a lane-sized counter
+  for (std::uint64_t j = 0; j < len; ++j) {
+    // detail::screen, written on the bits so that the loop vectorizes
+    const std::uint32_t u = commpress::detail::float_to_bits(to_float(in[first + j]));
+    const bool nonfinite = (u & 0x7fffffffu) > 0x7f7fffffu;
+    bad += nonfinite ? 1u : 0u;
+    buf[j] = commpress::detail::bits_to_float((zero_nonfinite && nonfinite ? 0u : u) ^ sign[j]);
+  }
+  commpress::detail::for_each_hadamard_piece(len, [&](std::uint64_t at, std::uint64_t m) {
+    commpress::detail::walsh_hadamard(buf + at, m);
+    const double scale = commpress::detail::hadamard_scale(m);
+    for (std::uint64_t j = at; j < at + m; ++j)
+      y[first + j] = commpress::detail::round_to_float(buf[j] * scale);
+  });
   return bad;
 }
 
 /// The window [first, last) rotated back from its decoded values v[0, last - first):
-/// put(i, value) for each element i.
+/// put(i, value) for each element i. hadamard_inverse's operations in fewer passes: each
+/// piece's 1/sqrt(m) and D's signs applied while it is rounded back to float.
 template <class Put>
 void inverse_window(const float* v, std::uint64_t first, std::uint64_t last, rng_key key,
                     std::uint64_t step, Put&& put) {
   double buf[std::uint64_t{1} << hadamard_max_log2];
+  std::uint32_t sign[std::uint64_t{1} << hadamard_max_log2];
   const std::uint64_t len = last - first;
+  commpress::detail::rotation_sign_masks(sign, len, key, step, first);
   for (std::uint64_t j = 0; j < len; ++j)
     buf[j] = v[j];
-  hadamard_inverse(buf, len, key, step, first);
-  for (std::uint64_t j = 0; j < len; ++j)
-    put(first + j, commpress::detail::round_to_float(buf[j]));
+  commpress::detail::for_each_hadamard_piece(len, [&](std::uint64_t at, std::uint64_t m) {
+    commpress::detail::walsh_hadamard(buf + at, m);
+    const double scale = commpress::detail::hadamard_scale(m);
+    for (std::uint64_t j = at; j < at + m; ++j)
+      put(first + j, commpress::detail::round_to_float(buf[j] * scale, sign[j]));
+  });
 }
 
 /// Decodes an n-element body of rotated codec c written with (seed, tensor_id, step) window
