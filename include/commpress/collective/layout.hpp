@@ -22,6 +22,7 @@
 #include "commpress/backend/cpu/identity.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/backend/cpu/random_k.hpp"
+#include "commpress/collective/payload_length.hpp"
 #include "commpress/comm/communicator.hpp"
 #include "commpress/compress/identity.hpp"
 #include "commpress/compress/quantize.hpp"
@@ -87,18 +88,6 @@ concept collective_pipeline = std::same_as<typename P::receiver_state, no_state>
   { p.can_implement(n) } -> std::same_as<status>;
   p.make_state(n);
 };
-
-/// @brief Whether a pipeline's payloads vary in length: its codec's variable_body() (qsgd's
-/// Elias coding). A runtime property, since a codec's configuration picks its body; for a codec
-/// that never varies (no variable_body_codec) it is the constant false. The collectives then
-/// exchange each payload's length before the payloads (docs/collectives.md, "Variable-length
-/// payloads"), and send blocks padded to the largest length instead of the plan's fixed slots.
-template <class P> constexpr bool variable_payloads(const P& pipe) noexcept {
-  return has_variable_body(pipe.codec);
-}
-
-/// @brief Bytes of one payload length in the length exchange: a little-endian u64.
-inline constexpr std::uint64_t payload_length_bytes = 8;
 
 /// @brief The sender state type of a pipeline (its error-feedback buffers).
 template <class P>
@@ -230,41 +219,6 @@ inline void scale_in_place(std::span<float> out, float w) {
 /// The weight each rank's contribution gets: 1/N (mean) or 1 (sum).
 inline float rank_weight(scaling s, int ranks) {
   return s == scaling::mean ? 1.0f / static_cast<float>(ranks) : 1.0f;
-}
-
-/// Length i of a length-exchange buffer (little-endian u64s; the host is little-endian). The
-/// workspace is only 4-byte aligned, so the values are copied, not read in place.
-inline std::uint64_t load_length(std::span<const std::byte> lengths, std::size_t i) {
-  std::uint64_t v = 0;
-  std::memcpy(&v, lengths.data() + i * payload_length_bytes, sizeof v);
-  return v;
-}
-inline void store_length(std::span<std::byte> lengths, std::size_t i, std::uint64_t v) {
-  std::memcpy(lengths.data() + i * payload_length_bytes, &v, sizeof v);
-}
-
-/// The length exchange of variable-length payloads: all-gathers every rank's `mine` (its
-/// payloads' lengths, in the order it sends them) into `all`, checks that every length lies
-/// between the header and `slot` (a peer's length is used to slice the received bytes, so a bad
-/// one must not reach the decoder), and returns the largest: the block every rank pads to, the
-/// same on every rank since all of them read the same gathered lengths.
-/// @throws commpress::error (corrupt) naming the rank that reported a bad length
-template <class Comm>
-std::uint64_t exchange_lengths(Comm& comm, std::span<const std::byte> mine,
-                               std::span<std::byte> all, std::uint64_t slot, const char* who) {
-  comm.all_gather(mine, all);
-  const std::size_t per_rank = mine.size() / payload_length_bytes;
-  std::uint64_t widest = 0;
-  for (std::size_t i = 0; i < all.size() / payload_length_bytes; ++i) {
-    const std::uint64_t len = load_length(all, i);
-    COMMPRESS_EXPECTS(len >= format::header_bytes && len <= slot, errc::corrupt, "collective",
-                      std::string(who) + ": rank " + std::to_string(i / per_rank) +
-                          " reports a payload of " + std::to_string(len) +
-                          " bytes, outside the header's " + std::to_string(format::header_bytes) +
-                          " and the slot's " + std::to_string(slot));
-    widest = std::max(widest, len);
-  }
-  return widest;
 }
 
 } // namespace detail
