@@ -15,9 +15,11 @@
 
 #include <commpress/backend/cpu/qsgd.hpp>
 #include <commpress/backend/cpu/rotated.hpp>
+#include <commpress/backend/cpu/sign.hpp>
 #include <commpress/collective/collective.hpp>
 #include <commpress/comm/communicator.hpp>
 #include <commpress/optim/data_parallel.hpp>
+#include <commpress/optim/onebit_adam.hpp>
 #include <commpress/optim/sgd.hpp>
 #include <commpress/pipeline/layer_policy.hpp>
 
@@ -880,6 +882,286 @@ template <class Comm> failures check_data_parallel_layers(Comm& comm) {
     f.push_back(where("data_parallel with a layer policy: parameters", me, n, steps));
   if (!same_on_all_ranks(comm, std::span<const float>(params)))
     f.push_back(where("data_parallel with a layer policy: ranks differ", me, n, steps));
+  return f;
+}
+
+// --- data_parallel and onebit_adam: variable-length payloads ------------------------------------
+
+/// The layout of the variable-length data_parallel checks: two weights the policy compresses,
+/// a bias below its size threshold, an excluded embedding and a small scale sent as fp32.
+inline std::vector<cp::tensor_info> variable_layout() {
+  static constexpr std::uint64_t w1[]{32, 40}, b1[]{12}, emb[]{5, 8}, w2[]{24, 30}, tiny[]{2, 4};
+  return {{"fc1.weight", w1},
+          {"fc1.bias", b1},
+          {"embed.weight", emb},
+          {"fc2.weight", w2},
+          {"head.scale", tiny}};
+}
+
+/// data_parallel with `pipe` over variable_layout(): after every step the parameters equal the
+/// one-process replay (every rank's tensors encoded with their own states and tensor ids,
+/// decoded in rank order with weight 1/N, the uncompressed ones added as fp32), the same bits
+/// on every rank; the result's payload_bytes is this rank's message as encoded and its
+/// wire_bytes (N - 1) * (8 C + the longest message) for a variable-length codec with C
+/// compressed tensors, (N - 1) * payload_bytes() (the old slots, one call) for a fixed one.
+template <class Comm, class Pipe>
+void data_parallel_variable_case(Comm& comm, failures& f, const Pipe& pipe, const char* name) {
+  const int me = comm.rank();
+  const int ranks = comm.size();
+  const auto layout = variable_layout();
+  const cp::layer_policy policy{.min_elements = 16, .exclude = {"embed.*"}};
+  const std::vector<bool> compressed{true, false, false, true, false};
+  const cp::sgd opt{.lr = 0.1f, .momentum = 0.5f};
+  std::uint64_t n = 0;
+  for (const auto& t : layout)
+    n += t.count();
+  constexpr std::uint64_t steps = 3;
+  auto grad = [n](int rank, std::uint64_t step) { return inputs(rank, step, n, 83, true); };
+  const bool variable = cp::variable_payloads(pipe);
+
+  cp::data_parallel dp(comm, pipe, opt, std::span<const cp::tensor_info>(layout), policy);
+  if (dp.variable() != variable)
+    f.push_back(where(name, me, n, 0) + ": variable() is wrong");
+  auto fb = dp.make_feedback_state();
+  auto os = dp.make_optimizer_state();
+  std::vector<float> params = inputs(0, 99, n, 84);
+
+  std::vector<std::vector<cp::pipeline_state_t<Pipe>>> states(static_cast<std::size_t>(ranks));
+  std::vector<float> ref = inputs(0, 99, n, 84);
+  auto ref_os = opt.make_state(n);
+  bool lengths_differ = false;
+  for (std::uint64_t t = 0; t < steps; ++t) {
+    const auto g = grad(me, t);
+    const cp::data_parallel_result res =
+        dp.step(cp::cpu::seq, {.seed = 5, .step = t, .tensor_id = 40}, fb, os, std::span(params),
+                std::span<const float>(g));
+
+    std::vector<float> mean(n, 0.0f);
+    std::vector<std::size_t> message(static_cast<std::size_t>(ranks), 0); // every rank's
+    std::vector<std::size_t> first_lengths;
+    for (int r = 0; r < ranks; ++r) {
+      const auto gr = grad(r, t);
+      auto& mine = states[static_cast<std::size_t>(r)];
+      std::uint64_t first = 0;
+      for (std::size_t i = 0, k = 0; i < layout.size(); ++i) {
+        const std::uint64_t count = layout[i].count();
+        const auto sum = std::span(mean).subspan(first, count);
+        if (compressed[i]) {
+          if (mine.size() <= k)
+            mine.push_back(pipe.make_state(count));
+          std::vector<std::byte> payload(pipe.max_payload_bytes(count)),
+              ws(pipe.workspace_bytes(count));
+          const cp::context ctx{
+              .seed = 5, .step = t, .tensor_id = 40 + static_cast<std::uint32_t>(i)};
+          const auto sent = cp::encode(cp::cpu::seq, pipe, mine[k++], ctx,
+                                       std::span<const float>(gr).subspan(first, count),
+                                       std::span(payload), std::span(ws));
+          message[static_cast<std::size_t>(r)] += sent.bytes;
+          if (k == 1)
+            first_lengths.push_back(sent.bytes);
+          cp::decode_accumulate(cp::cpu::seq, pipe,
+                                std::span<const std::byte>(payload).first(sent.bytes), sum,
+                                1.0f / static_cast<float>(ranks));
+        } else {
+          message[static_cast<std::size_t>(r)] += 4 * count;
+          for (std::uint64_t j = 0; j < count; ++j)
+            sum[j] = sum[j] + (1.0f / static_cast<float>(ranks)) * gr[first + j];
+        }
+        first += count;
+      }
+    }
+    opt.step(cp::cpu::seq, ref_os, std::span(ref), std::span<const float>(mean));
+    if (!same_bits(params, ref))
+      f.push_back(where(name, me, n, t) + ": parameters != replay");
+    if (!same_bits(dp.mean_gradient(), mean))
+      f.push_back(where(name, me, n, t) + ": mean gradient != replay");
+    if (!same_on_all_ranks(comm, std::span<const float>(params)))
+      f.push_back(where(name, me, n, t) + ": ranks differ");
+
+    const auto peers = static_cast<std::size_t>(ranks - 1);
+    const std::size_t wire =
+        variable ? peers * (8 * 2 + *std::max_element(message.begin(), message.end()))
+                 : peers * dp.payload_bytes();
+    if (res.wire_bytes != wire || res.payload_bytes != message[static_cast<std::size_t>(me)])
+      f.push_back(where(name, me, n, t) + ": wire bytes " + std::to_string(res.wire_bytes) +
+                  ", payload bytes " + std::to_string(res.payload_bytes) + "; expected " +
+                  std::to_string(wire) + ", " +
+                  std::to_string(message[static_cast<std::size_t>(me)]));
+    if (!variable && (res.payload_bytes != dp.payload_bytes() || wire != dp.wire_bytes()))
+      f.push_back(where(name, me, n, t) + ": a fixed-length message is not its slots");
+    if (variable && ranks > 1 && !(res.wire_bytes < dp.wire_bytes()))
+      f.push_back(where(name, me, n, t) + ": variable-length payloads sent no fewer bytes");
+    if (std::count(first_lengths.begin(), first_lengths.end(), first_lengths[0]) != ranks)
+      lengths_differ = true;
+  }
+  if (variable && ranks > 1 && !lengths_differ)
+    f.push_back(where(name, me, n, steps) + ": every rank's payload has the same length");
+}
+
+/// onebit_adam's gather_exchange with `pipe`, from the first step compressed (freeze_step 0,
+/// the variance set to a non-zero constant): after every step the momentum and the parameters
+/// equal the one-process replay (every rank's local momentum encoded with its own worker error,
+/// decoded in rank order with weight 1/N, then the frozen-variance update), the same bits on
+/// every rank; wire_bytes is (N - 1) * (8 + the longest payload) for a variable-length codec and
+/// the runner's fixed (N - 1) * payload_bytes() for a fixed one.
+template <class Comm, class Pipe>
+void onebit_variable_case(Comm& comm, failures& f, const Pipe& pipe, const char* name) {
+  const int me = comm.rank();
+  const int ranks = comm.size();
+  constexpr std::uint64_t n = 1500, steps = 3;
+  const cp::onebit_adam_config cfg{.lr = 1e-2f, .freeze_step = 0};
+  const bool variable = cp::variable_payloads(pipe);
+  auto grad = [](int rank, std::uint64_t step) { return inputs(rank, step, n, 91, true); };
+
+  cp::onebit_adam<Comm, Pipe> opt(comm, pipe, cfg, n);
+  if (opt.exchange().variable() != variable)
+    f.push_back(where(name, me, n, 0) + ": variable() is wrong");
+  auto st = opt.make_state();
+  std::fill(st.exp_avg_sq.begin(), st.exp_avg_sq.end(), 0.25f);
+  auto fb = opt.make_feedback_state();
+  std::vector<float> params = inputs(0, 98, n, 92);
+
+  std::vector<cp::pipeline_state_t<Pipe>> states;
+  for (int r = 0; r < ranks; ++r)
+    states.push_back(pipe.make_state(n));
+  std::vector<float> m(n, 0.0f), ref = inputs(0, 98, n, 92);
+  bool lengths_differ = false;
+  for (std::uint64_t t = 0; t < steps; ++t) {
+    const cp::context ctx{.seed = 6, .step = t, .tensor_id = 3};
+    const auto g = grad(me, t);
+    const cp::onebit_adam_result res =
+        opt.step(cp::cpu::seq, ctx, st, fb, std::span(params), std::span<const float>(g));
+
+    std::vector<float> avg(n, 0.0f);
+    std::vector<std::size_t> lengths;
+    for (int r = 0; r < ranks; ++r) {
+      const auto gr = grad(r, t);
+      std::vector<float> local(n);
+      for (std::uint64_t i = 0; i < n; ++i)
+        local[i] = cfg.local_momentum(m[i], gr[i]);
+      std::vector<std::byte> payload(pipe.max_payload_bytes(n)), ws(pipe.workspace_bytes(n));
+      const auto sent =
+          cp::encode(cp::cpu::seq, pipe, states[static_cast<std::size_t>(r)], ctx,
+                     std::span<const float>(local), std::span(payload), std::span(ws));
+      lengths.push_back(sent.bytes);
+      cp::decode_accumulate(cp::cpu::seq, pipe,
+                            std::span<const std::byte>(payload).first(sent.bytes), std::span(avg),
+                            1.0f / static_cast<float>(ranks));
+    }
+    m = avg;
+    for (std::uint64_t i = 0; i < n; ++i)
+      ref[i] = cfg.frozen_update(ref[i], m[i], 0.25f);
+    if (!same_bits(st.exp_avg, m) || !same_bits(opt.last_average(), m))
+      f.push_back(where(name, me, n, t) + ": momentum != replay");
+    if (!same_bits(params, ref))
+      f.push_back(where(name, me, n, t) + ": parameters != replay");
+    if (!same_on_all_ranks(comm, std::span<const float>(params)))
+      f.push_back(where(name, me, n, t) + ": ranks differ");
+
+    const auto peers = static_cast<std::size_t>(ranks - 1);
+    const std::size_t wire = variable
+                                 ? peers * (8 + *std::max_element(lengths.begin(), lengths.end()))
+                                 : peers * opt.exchange().payload_bytes();
+    if (res.wire_bytes != wire || res.payload_bytes != lengths[static_cast<std::size_t>(me)])
+      f.push_back(where(name, me, n, t) + ": wire bytes " + std::to_string(res.wire_bytes) +
+                  ", payload bytes " + std::to_string(res.payload_bytes) + "; expected " +
+                  std::to_string(wire) + ", " +
+                  std::to_string(lengths[static_cast<std::size_t>(me)]));
+    if (!variable && wire != opt.compressed_wire_bytes())
+      f.push_back(where(name, me, n, t) + ": a fixed-length exchange is not its slots");
+    if (variable && ranks > 1 && !(res.wire_bytes < opt.compressed_wire_bytes()))
+      f.push_back(where(name, me, n, t) + ": variable-length payloads sent no fewer bytes");
+    if (std::count(lengths.begin(), lengths.end(), lengths[0]) != ranks)
+      lengths_differ = true;
+  }
+  if (variable && ranks > 1 && !lengths_differ)
+    f.push_back(where(name, me, n, steps) + ": every rank's payload has the same length");
+}
+
+/// data_parallel and onebit_adam (gather_exchange) with QSGD Elias bodies (variable length),
+/// with and without error feedback, and with fixed-length codecs (quantize, sign), whose bytes
+/// and calls must stay those of the fixed slots.
+template <class Comm> failures check_optim_variable(Comm& comm) {
+  failures f;
+  const cp::qsgd4 elias{.block = 64, .coding = cp::qsgd_coding::elias};
+  const cp::pipeline<cp::ef, cp::qsgd4> ef_elias{{}, elias};
+  const cp::pipeline<cp::none, cp::qsgd4> elias_only{{}, elias};
+  const cp::pipeline<cp::ef, cp::quantize> q2{{},
+                                              {.bits = 2,
+                                               .granularity = cp::scale_granularity::block,
+                                               .group = 32,
+                                               .round = cp::rounding::stochastic}};
+  const cp::pipeline<cp::ef, cp::qsgd4> ef_qsgd_fixed{{}, {.block = 64}};
+  data_parallel_variable_case(comm, f, ef_elias, "data_parallel ef+qsgd4 elias");
+  data_parallel_variable_case(comm, f, elias_only, "data_parallel qsgd4 elias");
+  data_parallel_variable_case(comm, f, q2, "data_parallel ef+quantize2 (fixed)");
+  data_parallel_variable_case(comm, f, ef_qsgd_fixed, "data_parallel ef+qsgd4 fixed");
+  const cp::pipeline<cp::ef, cp::sign> ef_sign{{}, {.scale = cp::sign_scale::rms}};
+  onebit_variable_case(comm, f, ef_elias, "onebit_adam ef+qsgd4 elias");
+  onebit_variable_case(comm, f, elias_only, "onebit_adam qsgd4 elias");
+  onebit_variable_case(comm, f, ef_sign, "onebit_adam ef+sign (fixed)");
+  return f;
+}
+
+/// A peer's payload length below the header or above its slot fails every rank of
+/// data_parallel and of onebit_adam's gather_exchange with errc::corrupt, before anything is
+/// decoded; the same steps with the length left alone go through. Needs two ranks or more.
+template <class Comm> failures check_optim_corrupt_length(Comm& comm) {
+  failures f;
+  const int me = comm.rank();
+  const int ranks = comm.size();
+  if (ranks < 2)
+    return f;
+  using tamper = tampering_communicator<Comm>;
+  const cp::pipeline<cp::ef, cp::qsgd4> pipe{{}, {.block = 64, .coding = cp::qsgd_coding::elias}};
+  const auto layout = variable_layout();
+  const cp::layer_policy policy{.min_elements = 16, .exclude = {"embed.*"}};
+  const cp::sgd opt{.lr = 0.1f};
+  std::uint64_t n = 0;
+  for (const auto& t : layout)
+    n += t.count();
+  const auto g = inputs(me, 0, n, 85, true);
+  // The first compressed tensor (fc1.weight) is rank 1's first reported length.
+  const std::uint64_t slot = pipe.max_payload_bytes(layout[0].count());
+  for (const std::uint64_t bad :
+       {std::uint64_t{0}, std::uint64_t{cp::format::header_bytes - 1}, slot + 1}) {
+    for (const int call : {0, -1}) {
+      tamper t{comm, call, bad};
+      cp::data_parallel dp(t, pipe, opt, std::span<const cp::tensor_info>(layout), policy);
+      auto fb = dp.make_feedback_state();
+      auto os = dp.make_optimizer_state();
+      std::vector<float> params(n, 0.0f);
+      const bool refused = refused_as_corrupt([&] {
+        dp.step(cp::cpu::seq, {.seed = 1, .step = 0, .tensor_id = 2}, fb, os, std::span(params),
+                std::span<const float>(g));
+      });
+      if (refused != (call == 0))
+        f.push_back(where(call == 0 ? "data_parallel: bad peer length not refused as corrupt"
+                                    : "data_parallel: an untampered step refused",
+                          me, bad, 0));
+    }
+  }
+  constexpr std::uint64_t m = 1000;
+  const auto local = inputs(me, 0, m, 86, true);
+  const cp::onebit_adam_config cfg{.freeze_step = 0};
+  for (const std::uint64_t bad : {std::uint64_t{cp::format::header_bytes - 1},
+                                  pipe.max_payload_bytes(m) + 1, ~std::uint64_t{0}}) {
+    for (const int call : {0, -1}) {
+      tamper t{comm, call, bad};
+      cp::onebit_adam<tamper, decltype(pipe)> ob(t, pipe, cfg, m);
+      auto st = ob.make_state();
+      auto fb = ob.make_feedback_state();
+      std::vector<float> params(m, 0.0f);
+      const bool refused = refused_as_corrupt([&] {
+        ob.step(cp::cpu::seq, {.seed = 1, .step = 0, .tensor_id = 2}, st, fb, std::span(params),
+                std::span<const float>(local));
+      });
+      if (refused != (call == 0))
+        f.push_back(where(call == 0 ? "onebit_adam: bad peer length not refused as corrupt"
+                                    : "onebit_adam: an untampered step refused",
+                          me, bad, 0));
+    }
+  }
   return f;
 }
 

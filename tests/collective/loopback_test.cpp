@@ -129,6 +129,23 @@ TEST_CASE("data_parallel with a layer policy: replay-exact and the same on every
   }
 }
 
+TEST_CASE("data_parallel and onebit_adam: QSGD Elias payloads at their length, replay-exact, "
+          "wire bytes by the formula, fixed codecs unchanged, N = 1, 2, 4") {
+  for (int n : {1, 2, 4}) {
+    CAPTURE(n);
+    report(run_world(
+        n, [](cp::loopback_communicator& c) { return cp::test::check_optim_variable(c); }));
+  }
+}
+
+TEST_CASE("data_parallel and onebit_adam: a peer length outside [header, slot] is errc::corrupt") {
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    report(run_world(
+        n, [](cp::loopback_communicator& c) { return cp::test::check_optim_corrupt_length(c); }));
+  }
+}
+
 TEST_CASE("stage_sender: a 3-stage pipeline over 3 ranks reproduces the single-process channels") {
   report(
       run_world(3, [](cp::loopback_communicator& c) { return cp::test::check_stage_pipeline(c); }));

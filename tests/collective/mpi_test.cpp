@@ -76,6 +76,17 @@ TEST_CASE("data_parallel over MPI: a layer policy's tensors equal the one-proces
   report(cp::test::check_data_parallel_layers(comm));
 }
 
+TEST_CASE("data_parallel and onebit_adam over MPI: QSGD Elias payloads at their length, "
+          "replay-exact, fixed codecs unchanged") {
+  cp::mpi_communicator comm(MPI_COMM_WORLD);
+  report(cp::test::check_optim_variable(comm));
+}
+
+TEST_CASE("data_parallel and onebit_adam over MPI: a bad peer length is errc::corrupt") {
+  cp::mpi_communicator comm(MPI_COMM_WORLD);
+  report(cp::test::check_optim_corrupt_length(comm));
+}
+
 TEST_CASE("stage_sender over MPI: 3 stages on 3 ranks reproduce the single-process channels") {
   cp::mpi_communicator comm(MPI_COMM_WORLD);
   report(cp::test::check_stage_pipeline(comm));

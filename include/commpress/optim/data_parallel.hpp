@@ -3,9 +3,11 @@
 #pragma once
 
 /// @file
-/// The compressed data-parallel step: compress the local gradient, all-gather the fixed-size
-/// payloads through the caller's communicator, decode and average them in rank order, and
-/// apply the optimizer to the average (docs/methods.md section 9.1).
+/// The compressed data-parallel step: compress the local gradient, all-gather the payloads
+/// through the caller's communicator, decode and average them in rank order, and apply the
+/// optimizer to the average (docs/methods.md section 9.1). Payloads of fixed length fill their
+/// slots; those of variable length (qsgd's Elias coding) travel at the length their encodes
+/// wrote, after an all-gather of those lengths (collective/payload_length.hpp).
 
 #include <algorithm>
 #include <cmath>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "commpress/backend/cpu/policy.hpp"
+#include "commpress/collective/payload_length.hpp"
 #include "commpress/comm/communicator.hpp"
 #include "commpress/core/context.hpp"
 #include "commpress/core/error.hpp"
@@ -48,25 +51,32 @@ using pipeline_state_t = decltype(std::declval<const P&>().make_state(std::uint6
 
 /// @brief What one data-parallel step did on this rank.
 struct data_parallel_result {
-  std::size_t payload_bytes = 0; ///< bytes this rank contributed to the all-gather
-  std::size_t nonfinite = 0;     ///< NaN/Inf elements in this rank's local input
+  /// Bytes of this rank's message: its payloads as their encodes wrote them and its
+  /// uncompressed tensors (the padding of a variable-length exchange not included)
+  std::size_t payload_bytes = 0;
+  std::size_t nonfinite = 0; ///< NaN/Inf elements in this rank's local input
+  /// Bytes this rank sent to its peers (a ring all-gather forwards N - 1 blocks;
+  /// docs/collectives.md), the payload lengths of a variable-length exchange included; 0 on
+  /// one rank
+  std::size_t wire_bytes = 0;
 };
 
 namespace detail {
 
 /// Averages the gathered payloads: `out = 0; out += (1/N) * deQ(payload_r)` for r = 0..N-1 in
-/// rank order, so every rank computes the same bits from the same gathered bytes.
+/// rank order, so every rank computes the same bits from the same gathered bytes. `accumulate`
+/// gets rank r's block of `mine.size()` bytes and r (to find the lengths r reported, where the
+/// payloads vary in length).
 template <class Comm, class AccumulateOne>
 void gather_and_average(Comm& comm, std::span<const std::byte> mine, std::span<std::byte> all,
                         std::span<float> out, AccumulateOne&& accumulate) {
   comm.all_gather(mine, all);
   std::fill(out.begin(), out.end(), 0.0f);
-  const int ranks = static_cast<int>(comm.size());
+  const auto ranks = static_cast<std::size_t>(comm.size());
   const float weight = 1.0f / static_cast<float>(ranks);
-  for (int r = 0; r < ranks; ++r)
-    accumulate(std::span<const std::byte>(
-                   all.subspan(static_cast<std::size_t>(r) * mine.size(), mine.size())),
-               out, weight);
+  for (std::size_t r = 0; r < ranks; ++r)
+    accumulate(std::span<const std::byte>(all.subspan(r * mine.size(), mine.size())), r, out,
+               weight);
 }
 
 } // namespace detail
@@ -125,14 +135,21 @@ template <class State> struct data_parallel_feedback {
 /// fp32. Protocol, identical on every rank (docs/optim.md):
 /// 1. each compressed tensor i is encoded with its own feedback state and the context
 ///    `{seed, step, tensor_id + i}` into its slot of this rank's message (exactly
-///    `max_payload_bytes` of its size, so no size exchange is needed); each uncompressed
-///    tensor is copied into its slot as fp32;
+///    `max_payload_bytes` of its size for a fixed-length codec, so no size exchange is needed);
+///    each uncompressed tensor is copied into its slot as fp32;
 /// 2. one `all_gather` of the messages: the small tensors a policy leaves uncompressed ride
 ///    along with the payloads instead of paying a collective's latency of their own;
 /// 3. `mean = 0`, then `mean += (1/N) * deQ(slot_r)` for r = 0, 1, ..., N-1 (rank order);
 /// 4. `optimizer.step(optimizer_state, params, mean)`.
 /// Step 3 reads only gathered bytes in a fixed order, so every rank ends with bitwise-identical
 /// parameters when they started identical.
+///
+/// Where the pipeline's payloads vary in length (variable_payloads: qsgd's Elias coding), step 1
+/// writes each tensor right after the previous one instead of at its slot, and step 2 takes two
+/// calls: an all-gather of every rank's payload lengths (8 bytes per compressed tensor, each
+/// checked to lie between the header and its slot, else errc::corrupt on every rank), then of
+/// the messages, each zero-padded to the longest message of the step; each payload is decoded
+/// at the length its rank reported. Fixed-length codecs keep their slots and their one call.
 ///
 /// The object owns its exchange buffers (message, gathered messages, mean, workspace), sized at
 /// construction; `step` allocates nothing itself. The feedback and optimizer states are the
@@ -198,31 +215,70 @@ public:
     COMMPRESS_EXPECTS(fb.tensors.size() == compressed_, errc::size_mismatch, "data_parallel",
                       "feedback state holds " + std::to_string(fb.tensors.size()) +
                           " tensor states, the layout compresses " + std::to_string(compressed_));
-    data_parallel_result result{mine_.size(), 0};
+    constexpr const char* who = "data_parallel";
+    data_parallel_result result;
+    // Where the next tensor's bytes go: its slot, or right after the previous payload where the
+    // payloads vary in length (each encode still has its whole slot's room: the payloads before
+    // it took no more than their slots).
+    std::size_t at = 0;
     std::size_t k = 0;
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       const slot& s = slots_[i];
+      const std::size_t put = variable_ ? at : s.at;
       const auto g = grads.subspan(s.first, s.count);
-      const auto out = std::span(mine_).subspan(s.at, s.bytes);
+      const auto out = std::span(mine_).subspan(put, s.bytes);
       if (s.verdict != layer_verdict::compress) {
         std::memcpy(out.data(), g.data(), s.bytes);
         result.nonfinite += static_cast<std::size_t>(
             std::count_if(g.begin(), g.end(), [](float v) { return !std::isfinite(v); }));
+        at = put + s.bytes;
         continue;
       }
       context tensor_ctx = ctx;
       tensor_ctx.tensor_id = ctx.tensor_id + static_cast<std::uint32_t>(i);
-      result.nonfinite +=
-          encode(policy, pipe_, fb.tensors[k++], tensor_ctx, g, out, std::span(workspace_))
-              .nonfinite;
+      const step_result sent =
+          encode(policy, pipe_, fb.tensors[k], tensor_ctx, g, out, std::span(workspace_));
+      result.nonfinite += sent.nonfinite;
+      if (variable_)
+        detail::store_length(std::span(my_lengths_), k, sent.bytes);
+      at = put + (variable_ ? static_cast<std::size_t>(sent.bytes) : s.bytes);
+      ++k;
     }
+    result.payload_bytes = at;
+
+    const auto ranks = static_cast<std::size_t>(comm_->size());
+    // The block every rank sends: the whole message, or the longest message of this step.
+    std::size_t block = mine_.size();
+    if (variable_) {
+      detail::exchange_lengths(
+          *comm_, std::span<const std::byte>(my_lengths_), std::span(lengths_),
+          [this](std::size_t p) { return std::uint64_t{compressed_slot_bytes_[p]}; }, who);
+      block = 0;
+      for (std::size_t r = 0; r < ranks; ++r)
+        block = std::max(block, message_bytes(r));
+      // Zero padding keeps the wire bytes defined past this rank's message.
+      std::fill(mine_.begin() + static_cast<std::ptrdiff_t>(at),
+                mine_.begin() + static_cast<std::ptrdiff_t>(block), std::byte{0});
+      result.wire_bytes += (ranks - 1) * my_lengths_.size();
+    }
+    result.wire_bytes += (ranks - 1) * block;
     detail::gather_and_average(
-        *comm_, std::span<const std::byte>(mine_), std::span(all_), std::span(mean_),
-        [&](std::span<const std::byte> message, std::span<float> acc, float weight) {
+        *comm_, std::span<const std::byte>(mine_).first(block),
+        std::span(all_).first(ranks * block), std::span(mean_),
+        [&](std::span<const std::byte> message, std::size_t r, std::span<float> acc, float weight) {
+          std::size_t from = 0; // where the next tensor's bytes start in the variable layout
+          std::size_t c = 0;    // index of the next compressed tensor
           for (const slot& s : slots_) {
-            const auto bytes = message.subspan(s.at, s.bytes);
+            const bool compressed = s.verdict == layer_verdict::compress;
+            std::size_t length = s.bytes;
+            if (compressed && variable_)
+              length = static_cast<std::size_t>(
+                  detail::load_length(std::span<const std::byte>(lengths_), r * compressed_ + c));
+            const auto bytes = message.subspan(variable_ ? from : s.at, length);
+            from += length;
             const auto sum = acc.subspan(s.first, s.count);
-            if (s.verdict == layer_verdict::compress) {
+            if (compressed) {
+              ++c;
               decode_accumulate(policy, pipe_, bytes, sum, weight);
               continue;
             }
@@ -239,8 +295,18 @@ public:
 
   /// @brief The average gradient of the last step (what the optimizer consumed).
   [[nodiscard]] std::span<const float> mean_gradient() const noexcept { return mean_; }
-  /// @brief Bytes each rank contributes per step.
+  /// @brief Bytes each rank contributes per step: exact for fixed-length payloads, the largest
+  /// where they vary in length (variable()).
   [[nodiscard]] std::size_t payload_bytes() const noexcept { return mine_.size(); }
+  /// @brief Whether the payloads vary in length, so that a step exchanges their lengths first.
+  [[nodiscard]] bool variable() const noexcept { return variable_; }
+  /// @brief Bytes each rank sends per step: its message to each of the N - 1 peers. Exact for
+  /// fixed-length payloads; where they vary (variable()) the worst case, (N - 1) * (8 C +
+  /// payload_bytes()) for C compressed tensors: a step sends its C lengths and a block as long as
+  /// the longest message of that step, which its data_parallel_result::wire_bytes reports.
+  [[nodiscard]] std::size_t wire_bytes() const noexcept {
+    return static_cast<std::size_t>(comm_->size() - 1) * (my_lengths_.size() + mine_.size());
+  }
   /// @brief The policy's verdict on tensor i of the layout (compress for a single tensor).
   [[nodiscard]] layer_verdict verdict(std::size_t i) const { return slots_.at(i).verdict; }
 
@@ -262,6 +328,7 @@ private:
       detail::throw_if(pipe_.can_implement(count), "data_parallel");
       bytes = pipe_.max_payload_bytes(count);
       workspace_bytes_ = std::max(workspace_bytes_, pipe_.workspace_bytes(count));
+      compressed_slot_bytes_.push_back(static_cast<std::size_t>(bytes));
       ++compressed_;
     }
     slots_.push_back(
@@ -275,6 +342,24 @@ private:
     all_.resize(message * static_cast<std::size_t>(comm_->size()));
     mean_.resize(static_cast<std::size_t>(n_));
     workspace_.resize(static_cast<std::size_t>(workspace_bytes_));
+    variable_ = compressed_ > 0 && variable_payloads(pipe_);
+    if (variable_) {
+      my_lengths_.resize(static_cast<std::size_t>(payload_length_bytes) * compressed_);
+      lengths_.resize(my_lengths_.size() * static_cast<std::size_t>(comm_->size()));
+    }
+    for (const slot& s : slots_)
+      if (s.verdict != layer_verdict::compress)
+        raw_bytes_ += s.bytes;
+  }
+
+  /// The length of rank r's message in a variable-length exchange, from the lengths it
+  /// reported (each checked against its slot, so the sum is at most the whole message).
+  [[nodiscard]] std::size_t message_bytes(std::size_t r) const {
+    std::size_t bytes = raw_bytes_;
+    for (std::size_t c = 0; c < compressed_; ++c)
+      bytes += static_cast<std::size_t>(
+          detail::load_length(std::span<const std::byte>(lengths_), r * compressed_ + c));
+    return bytes;
   }
 
   Comm* comm_;
@@ -283,6 +368,11 @@ private:
   std::uint64_t n_;
   std::vector<slot> slots_;
   std::size_t compressed_ = 0;
+  std::vector<std::size_t> compressed_slot_bytes_; ///< the slot of each compressed tensor
+  std::size_t raw_bytes_ = 0;                      ///< the uncompressed tensors' bytes
+  bool variable_ = false;
+  std::vector<std::byte> my_lengths_; ///< this rank's payload lengths (variable_ only)
+  std::vector<std::byte> lengths_;    ///< every rank's, rank after rank (variable_ only)
   std::uint64_t workspace_bytes_ = 0;
   std::vector<std::byte> mine_;
   std::vector<std::byte> all_;

@@ -102,12 +102,11 @@ struct onebit_adam_config {
   friend constexpr bool operator==(const onebit_adam_config&, const onebit_adam_config&) = default;
 };
 
-/// @brief What one 1-bit Adam step did on this rank.
-struct onebit_adam_result : data_parallel_result {
-  /// Bytes this rank sends to its peers under the bandwidth-optimal schedule of the step's
-  /// exchange (a ring all-gather forwards N - 1 blocks; docs/collectives.md); 0 on one rank.
-  std::size_t wire_bytes = 0;
-};
+/// @brief What one 1-bit Adam step did on this rank: the bytes it encoded, its non-finite local
+/// inputs, and (wire_bytes) the bytes it sent to its peers under the bandwidth-optimal schedule
+/// of the step's exchange (a ring all-gather forwards N - 1 blocks; docs/collectives.md), the
+/// payload lengths of a variable-length exchange included; 0 on one rank.
+struct onebit_adam_result : data_parallel_result {};
 
 namespace detail {
 
@@ -126,7 +125,10 @@ void check_onebit_feedback(const State& s, std::uint64_t n, const std::string& w
 /// @brief The compression-stage exchange of `onebit_adam` as an all-gather (docs/methods.md
 /// 9.1), the default: every rank encodes its local momentum with its worker error, the payloads
 /// are all-gathered and every rank averages all N in rank order. One error-feedback point; the
-/// bytes each rank sends grow with N ((N - 1) payloads of the whole tensor).
+/// bytes each rank sends grow with N ((N - 1) payloads of the whole tensor). Payloads of
+/// variable length (qsgd's Elias coding) travel at their length, as in all_gather_compressed:
+/// an all-gather of the 8-byte lengths (each checked to lie between the header and the slot,
+/// else errc::corrupt), then one of the payloads zero-padded to the longest.
 struct gather_exchange {
   /// @brief The buffers and the call of this exchange for one tensor on one communicator.
   template <class Comm, class Pipeline> class runner {
@@ -137,14 +139,22 @@ struct gather_exchange {
         : comm_(&comm), pipe_(pipe), n_(n),
           mine_(static_cast<std::size_t>(pipe.max_payload_bytes(n))),
           all_(mine_.size() * static_cast<std::size_t>(comm.size())),
-          workspace_(static_cast<std::size_t>(pipe.workspace_bytes(n))) {}
+          workspace_(static_cast<std::size_t>(pipe.workspace_bytes(n))),
+          my_length_(variable_payloads(pipe) ? payload_length_bytes : 0),
+          lengths_(my_length_.size() * static_cast<std::size_t>(comm.size())) {}
 
     [[nodiscard]] feedback_state make_state() const { return pipe_.make_state(n_); }
-    /// @brief Bytes of this rank's payload in one exchange.
+    /// @brief Bytes of this rank's payload in one exchange: exact for a fixed-length codec, the
+    /// largest where the payloads vary in length (variable()).
     [[nodiscard]] std::size_t payload_bytes() const noexcept { return mine_.size(); }
+    /// @brief Whether the payloads vary in length, so that an exchange sends their lengths first.
+    [[nodiscard]] bool variable() const noexcept { return !my_length_.empty(); }
     /// @brief Bytes this rank sends in one exchange: its payload to each of the N - 1 peers.
+    /// Exact for fixed-length payloads; where they vary (variable()) the worst case,
+    /// (N - 1) * (8 + payload_bytes()): an exchange sends its length and a block as long as the
+    /// longest payload of that exchange, which its onebit_adam_result::wire_bytes reports.
     [[nodiscard]] std::size_t wire_bytes() const noexcept {
-      return static_cast<std::size_t>(comm_->size() - 1) * mine_.size();
+      return static_cast<std::size_t>(comm_->size() - 1) * (my_length_.size() + mine_.size());
     }
     /// @brief Throws, before anything is written, when `fb` does not fit the tensor.
     void check(const feedback_state& fb) const {
@@ -156,12 +166,32 @@ struct gather_exchange {
                            std::span<const float> local, std::span<float> avg) {
       const auto sent =
           encode(policy, pipe_, fb, ctx, local, std::span(mine_), std::span(workspace_));
+      const auto ranks = static_cast<std::size_t>(comm_->size());
+      // The block every rank sends: the slot, or the longest payload of this exchange.
+      std::size_t block = mine_.size();
+      std::size_t wire = 0;
+      if (variable()) {
+        // Zero padding keeps the wire bytes defined where a payload is shorter than its block.
+        std::fill(mine_.begin() + static_cast<std::ptrdiff_t>(sent.bytes), mine_.end(),
+                  std::byte{0});
+        detail::store_length(std::span(my_length_), 0, sent.bytes);
+        block = static_cast<std::size_t>(
+            detail::exchange_lengths(*comm_, std::span<const std::byte>(my_length_),
+                                     std::span(lengths_), mine_.size(), "onebit_adam"));
+        wire += (ranks - 1) * my_length_.size();
+      }
+      wire += (ranks - 1) * block;
       detail::gather_and_average(
-          *comm_, std::span<const std::byte>(mine_), std::span(all_), avg,
-          [&](std::span<const std::byte> payload, std::span<float> acc, float weight) {
-            decode_accumulate(policy, pipe_, payload, acc, weight);
+          *comm_, std::span<const std::byte>(mine_).first(block),
+          std::span(all_).first(ranks * block), avg,
+          [&](std::span<const std::byte> payload, std::size_t r, std::span<float> acc,
+              float weight) {
+            const std::size_t length = variable() ? static_cast<std::size_t>(detail::load_length(
+                                                        std::span<const std::byte>(lengths_), r))
+                                                  : block;
+            decode_accumulate(policy, pipe_, payload.first(length), acc, weight);
           });
-      return {{sent.bytes, sent.nonfinite}, wire_bytes()};
+      return {{sent.bytes, sent.nonfinite, wire}};
     }
 
   private:
@@ -171,6 +201,8 @@ struct gather_exchange {
     std::vector<std::byte> mine_;
     std::vector<std::byte> all_;
     std::vector<std::byte> workspace_;
+    std::vector<std::byte> my_length_; ///< this rank's payload length (variable payloads only)
+    std::vector<std::byte> lengths_;   ///< every rank's (variable payloads only)
   };
 };
 
@@ -241,7 +273,7 @@ struct sharded_exchange {
           reduce_scatter_compressed(*comm_, policy, plan_, fb, ctx, local, shard, ws);
       const collective_result b = all_gather_shard_compressed(
           *comm_, policy, plan_, fb, ctx, std::span<const float>(shard), avg, ws);
-      return {{a.payload_bytes + b.payload_bytes, a.nonfinite}, a.wire_bytes + b.wire_bytes};
+      return {{a.payload_bytes + b.payload_bytes, a.nonfinite, a.wire_bytes + b.wire_bytes}};
     }
 
   private:
@@ -353,11 +385,11 @@ private:
     const auto sent = encode(policy, identity{}, ctx, grads, std::span(mine_));
     detail::gather_and_average(
         *comm_, std::span<const std::byte>(mine_), std::span(all_), std::span(mean_),
-        [&](std::span<const std::byte> payload, std::span<float> acc, float weight) {
+        [&](std::span<const std::byte> payload, std::size_t, std::span<float> acc, float weight) {
           decode_accumulate(policy, identity{}, payload, acc, weight);
         });
     cfg_.warmup_optimizer().step(policy, st, params, std::span<const float>(mean_));
-    return {{sent.bytes, sent.nonfinite}, warmup_wire_bytes()};
+    return {{sent.bytes, sent.nonfinite, warmup_wire_bytes()}};
   }
 
   onebit_adam_result compressed_step(const cpu::seq_t& policy, const context& ctx, adam_state& st,
