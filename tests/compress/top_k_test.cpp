@@ -359,14 +359,17 @@ TEST_SUITE("compress") {
 
   TEST_CASE("top_k: a hostile index section with a valid checksum is refused as corrupt") {
     const auto x = sample(300);
-    for (std::uint64_t k : {10u, 200u}) { // index list, then bitmap
+    // An index list, then a bitmap of 38 bytes with one bit flipped: in its whole 8-byte
+    // words, and in its last bytes.
+    for (std::uint64_t at : {0u, 3u, 17u, 37u}) {
+      const std::uint64_t k = at == 0 ? 10 : 200;
       const cp::top_k c{.count = k};
       auto p = encode_vec(c, x);
       if (k == 10) {
         p[64] = std::byte{0xff}; // the first 2-byte index becomes 65535, past the row
         p[65] = std::byte{0xff};
       } else {
-        p[64 + 37] = std::byte{0xff} ^ p[64 + 37]; // flips the bitmap's population
+        p[64 + at] ^= std::byte{0x10}; // the bitmap's population is now k +- 1
       }
       cp::format::seal(std::span(p), c.body_bytes(x.size()));
       std::vector<float> y(x.size(), 3.0f);
