@@ -9,7 +9,8 @@ import pytest
 
 import commpress as cp
 from dist_util import run_ranks
-from workers import make_net, onebit, onebit_torch
+from commpress.torch.sharded import rank_weight
+from workers import make_net, onebit, onebit_elias, onebit_elias_grads, onebit_elias_pipeline, onebit_torch
 
 
 def test_warmup_is_adamw_on_the_rank_ordered_mean():
@@ -79,3 +80,37 @@ def test_torch_optimizer_sharded_exchange():
     slot = max(int(pipe.max_payload_bytes(lay.length(j))) for j in range(world))
     assert sharded == 2 * (world - 1) * slot
     assert sharded < gather and sharded < 2 * (64 + 4 + (n + 7) // 8)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_gather_exchange_sends_elias_payloads_at_their_length(world):
+    """QSGD's Elias body through the gather exchange: every rank ends each step with the momentum
+    of the one-process replay in rank order, and sends its payload's length and a block as long
+    as the longest payload of the step instead of the worst-case slot."""
+    steps = 3
+    res = run_ranks(onebit_elias, world, steps)
+    pipe = onebit_elias_pipeline()
+    n = len(onebit_elias_grads(0, 0))
+    cfg = cp.onebit_adam_config(lr=0.01, freeze_step=0)
+    beta1 = np.float32(cfg.beta1)
+    slot = int(pipe.max_payload_bytes(n))
+    states = [pipe.make_state(n) for _ in range(world)]
+    m = np.zeros(n, np.float32)
+    w = rank_weight(world)
+    differ = False  # whether the ranks' payload lengths differed in some step
+    for step in range(steps):
+        avg = np.zeros(n, np.float32)
+        lengths = []
+        for r in range(world):
+            local = (beta1 * m + (np.float32(1) - beta1) * onebit_elias_grads(r, step)).astype(np.float32)
+            out = np.zeros(slot, np.uint8)
+            enc = cp.encode(pipe, states[r], cp.context(seed=3, step=step, tensor_id=1), local, out)
+            lengths.append(int(enc.bytes))
+            cp.decode_accumulate(pipe, out[: enc.bytes], avg, w)
+        m = avg
+        differ = differ or len(set(lengths)) > 1
+        for r in range(world):
+            assert res[r]["momenta"][step] == m.tobytes(), (step, r)
+            assert res[r]["payload"][step] == lengths[r]
+            assert res[r]["wire"][step] == (world - 1) * (8 + max(lengths)) < (world - 1) * slot
+    assert differ  # the padding is exercised

@@ -238,6 +238,35 @@ def onebit(rank: int, world: int, pipe_name: str, freeze: int, steps: int) -> Di
     return {"params": params.tobytes(), "grads": grads_seen, "sent": sent, "compressing": flags}
 
 
+ONEBIT_ELIAS_N = 1500
+
+
+def onebit_elias_pipeline() -> Any:
+    return cp.pipeline(cp.ef(), cp.qsgd4(block=64, coding=cp.qsgd_coding.elias))
+
+
+def onebit_elias_grads(rank: int, step: int) -> np.ndarray:
+    return np.random.default_rng(900 + 16 * step + rank).standard_normal(ONEBIT_ELIAS_N).astype(np.float32)
+
+
+def onebit_elias(rank: int, world: int, steps: int) -> Dict[str, Any]:
+    """C++ onebit_adam's gather exchange with QSGD's Elias body, compressing from the first step:
+    the averaged momentum and the bytes of every step."""
+    from commpress.torch import TorchCommunicator
+
+    cfg = cp.onebit_adam_config(lr=0.01, freeze_step=0)
+    opt = cp.onebit_adam(TorchCommunicator(), onebit_elias_pipeline(), cfg, ONEBIT_ELIAS_N)
+    st, err = opt.make_state(), opt.make_feedback_state()
+    params = np.zeros(ONEBIT_ELIAS_N, np.float32)
+    momenta, payload, wire = [], [], []
+    for step in range(steps):
+        r = opt.step(cp.context(seed=3, step=step, tensor_id=1), st, err, params, onebit_elias_grads(rank, step))
+        momenta.append(np.asarray(opt.last_average()).tobytes())
+        payload.append(int(r.payload_bytes))
+        wire.append(int(r.wire_bytes))
+    return {"momenta": momenta, "payload": payload, "wire": wire}
+
+
 # --- the sharded collective against the C++ one ------------------------------------------------
 
 
