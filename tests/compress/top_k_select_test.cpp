@@ -361,7 +361,8 @@ TEST_SUITE("compress") {
   TEST_CASE("top_k_small: a row whose largest keys, or ties at the k-th, all fall in one vector "
             "lane (the lane's lists drain when a lane sees fewer keys than k)") {
     std::size_t wrong = 0, checked = 0;
-    for (std::uint64_t stride : {std::uint64_t{8}, std::uint64_t{16}, std::uint64_t{cp::cpu::simd::lanes}})
+    for (std::uint64_t stride :
+         {std::uint64_t{8}, std::uint64_t{16}, std::uint64_t{cp::cpu::simd::lanes}})
       for (std::uint64_t d = 1; d <= 4 * stride + 3; ++d)
         for (std::uint64_t lane = 0; lane < std::min(d, stride); ++lane)
           for (int data = 0; data < 3; ++data) {

@@ -359,7 +359,8 @@ template <class Policy> std::uint64_t qsgd_elias_digest(const Policy& p) {
 template <class Policy> std::uint64_t rotated_digest(const Policy& p) {
   digest d;
   const auto each = [&](const auto& inner) {
-    for (std::uint8_t log2 : {std::uint8_t{3}, std::uint8_t{6}, std::uint8_t{8}, std::uint8_t{12}}) {
+    for (std::uint8_t log2 :
+         {std::uint8_t{3}, std::uint8_t{6}, std::uint8_t{8}, std::uint8_t{12}}) {
       const cp::rotated<std::decay_t<decltype(inner)>> c{inner, log2};
       for (std::size_t n : {0u, 1u, 7u, 8u, 15u, 33u, 1003u, 70001u}) {
         if (!c.can_implement(n))
