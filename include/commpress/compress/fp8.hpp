@@ -84,11 +84,12 @@ struct fp8 {
     return detail::is_finite(k) ? k : 0.0f; // all zero, or too small to scale up: zeros
   }
   COMMPRESS_HOST_DEVICE decoder make_decoder(scale s, tensor_scale) const { return s; }
+  COMMPRESS_HOST_DEVICE minifloat element_format() const { return format; }
   COMMPRESS_HOST_DEVICE std::uint32_t encode_value(float x, encoder k) const {
-    return to_minifloat(format, detail::mul_rn(x, k));
+    return to_minifloat(element_format(), detail::mul_rn(x, k));
   }
   COMMPRESS_HOST_DEVICE float decode_value(std::uint32_t code, decoder s) const {
-    return detail::mul_rn(from_minifloat(format, code), s);
+    return detail::mul_rn(from_minifloat(element_format(), code), s);
   }
 
   /// Configurations that reach every path of the body: both formats, a tensor scale, blocks
@@ -107,6 +108,6 @@ private:
   }
 };
 
-static_assert(block_scaled_codec<fp8>);
+static_assert(minifloat_element_codec<fp8>);
 
 } // namespace commpress

@@ -68,11 +68,12 @@ template <minifloat Element> struct mx {
     return detail::pow2(127 - static_cast<int>(s)); // 2^-X for X = s - 127 in [-127, 125]
   }
   COMMPRESS_HOST_DEVICE decoder make_decoder(scale s, tensor_scale) const { return from_e8m0(s); }
+  COMMPRESS_HOST_DEVICE minifloat element_format() const { return Element; }
   COMMPRESS_HOST_DEVICE std::uint32_t encode_value(float x, encoder k) const {
-    return to_minifloat(Element, detail::mul_rn(x, k));
+    return to_minifloat(element_format(), detail::mul_rn(x, k));
   }
   COMMPRESS_HOST_DEVICE float decode_value(std::uint32_t code, decoder d) const {
-    return detail::mul_rn(from_minifloat(Element, code), d);
+    return detail::mul_rn(from_minifloat(element_format(), code), d);
   }
 
   static constexpr std::array<mx, 1> examples() { return {mx{}}; }
@@ -87,7 +88,7 @@ using mxfp8_e5m2 = mx<minifloat::e5m2>;
 /// @brief MXFP4: E2M1 elements, two to a byte.
 using mxfp4 = mx<minifloat::e2m1>;
 
-static_assert(block_scaled_codec<mxfp8> && block_scaled_codec<mxfp8_e5m2> &&
-              block_scaled_codec<mxfp4>);
+static_assert(minifloat_element_codec<mxfp8> && minifloat_element_codec<mxfp8_e5m2> &&
+              minifloat_element_codec<mxfp4>);
 
 } // namespace commpress

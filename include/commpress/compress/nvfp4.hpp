@@ -64,11 +64,12 @@ struct nvfp4 {
   COMMPRESS_HOST_DEVICE decoder make_decoder(scale s, tensor_scale t) const {
     return detail::mul_rn(from_minifloat(minifloat::e4m3, s), t);
   }
+  COMMPRESS_HOST_DEVICE minifloat element_format() const { return minifloat::e2m1; }
   COMMPRESS_HOST_DEVICE std::uint32_t encode_value(float x, encoder k) const {
-    return to_minifloat(minifloat::e2m1, detail::mul_rn(x, k));
+    return to_minifloat(element_format(), detail::mul_rn(x, k));
   }
   COMMPRESS_HOST_DEVICE float decode_value(std::uint32_t code, decoder f) const {
-    return detail::mul_rn(from_minifloat(minifloat::e2m1, code), f);
+    return detail::mul_rn(from_minifloat(element_format(), code), f);
   }
 
   static constexpr std::array<nvfp4, 1> examples() { return {nvfp4{}}; }
@@ -80,6 +81,6 @@ private:
   static constexpr float element_top = 6.0f; ///< E2M1's largest finite value
 };
 
-static_assert(block_scaled_codec<nvfp4>);
+static_assert(minifloat_element_codec<nvfp4>);
 
 } // namespace commpress

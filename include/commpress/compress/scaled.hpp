@@ -37,6 +37,7 @@
 
 #include "commpress/core/concepts.hpp"
 #include "commpress/core/math.hpp"
+#include "commpress/core/minifloat.hpp"
 #include "commpress/format/bit_packing.hpp"
 
 namespace commpress {
@@ -92,6 +93,17 @@ concept block_scaled_codec =
   { c.decode_value(code, d) } -> std::same_as<float>;
 }
 &&scaled_element_encoder<C>;
+
+/// @brief A block-scaled codec whose elements are minifloat codes (core/minifloat.hpp):
+/// encode_value(x, k) is to_minifloat(element_format(), x * k) and decode_value(q, d) is
+/// from_minifloat(element_format(), q) * d, each product rounded once. A backend may convert
+/// many elements at once from this (backend/cpu/detail/minifloat_kernels.hpp).
+template <class C>
+concept minifloat_element_codec =
+    block_scaled_codec<C> && !C::stochastic && std::same_as<typename C::encoder, float> &&
+    std::same_as<typename C::decoder, float> && requires(const C& c) {
+  { c.element_format() } -> std::same_as<minifloat>;
+};
 
 namespace scaled {
 

@@ -21,11 +21,13 @@
 /// tensor scale's maximum is reduced the same way. Decode runs over element ranges.
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
 #include "commpress/backend/cpu/detail/element_io.hpp"
+#include "commpress/backend/cpu/detail/minifloat_kernels.hpp"
 #include "commpress/backend/cpu/detail/parallel.hpp"
 #include "commpress/backend/cpu/detail/philox.hpp"
 #include "commpress/backend/cpu/policy.hpp"
@@ -197,6 +199,41 @@ template <element T> COMMPRESS_FORCEINLINE float finite_or_zero(const T* x, std:
   return commpress::detail::is_finite(v) ? v : 0.0f;
 }
 
+/// The codes of a minifloat element codec for x[first, first + m simd::lanes), the largest m
+/// for which they fit in [first, last), written up to 64 at a time where the writer is on a
+/// byte boundary (it always is but after an odd number of 4-bit codes); returns the first
+/// element not written.
+template <class C, element T>
+std::uint64_t put_minifloat_codes(const C& c, const T* COMMPRESS_RESTRICT x, std::uint64_t first,
+                                  std::uint64_t last, float k, code_writer<C::code_bits>& w) {
+  if (w.held != 0)
+    return first;
+  const auto run = [&]<minifloat F>() {
+    std::uint64_t i = first;
+    for (;;) {
+      const std::size_t count = static_cast<std::size_t>(
+          std::min<std::uint64_t>(64, (last - i) / simd::lanes * simd::lanes));
+      if (count == 0)
+        return i;
+      if constexpr (std::same_as<T, float>) {
+        minifloat_codes<F>(x + i, count, k, w.out);
+      } else {
+        float wide[64];
+        for (std::size_t j = 0; j < count; ++j)
+          wide[j] = to_float(x[i + j]);
+        minifloat_codes<F>(wide, count, k, w.out);
+      }
+      w.out += count * C::code_bits / 8;
+      i += count;
+    }
+  };
+  if constexpr (C::code_bits == minifloat_bits(minifloat::e2m1))
+    return run.template operator()<minifloat::e2m1>();
+  else
+    return c.element_format() == minifloat::e5m2 ? run.template operator()<minifloat::e5m2>()
+                                                 : run.template operator()<minifloat::e4m3>();
+}
+
 /// The codes of x[first, last), one group with encoder k (a poisoned group: all 0), into the
 /// writer; zero_and_count's non-finite elements count as 0.
 /// Writer: code_writer<C::code_bits>, or any type with put(code) (backend/cpu/qsgd.hpp's
@@ -211,7 +248,10 @@ COMMPRESS_FORCEINLINE void put_codes(const C& c, const T* COMMPRESS_RESTRICT x, 
     return;
   }
   if constexpr (!C::stochastic) {
-    for (std::uint64_t i = first; i < last; ++i)
+    std::uint64_t i = first;
+    if constexpr (minifloat_element_codec<C> && std::same_as<Writer, code_writer<C::code_bits>>)
+      i = put_minifloat_codes(c, x, first, last, k, w);
+    for (; i < last; ++i)
       w.put(c.encode_value(finite_or_zero(x, i), k));
   } else if (last - first < random_batch_min) {
     rng_block words{};
@@ -270,8 +310,14 @@ COMMPRESS_FORCEINLINE void for_each_value(const C& c, const layout<C, const unsi
     const std::uint64_t g = s / l.length;
     const std::uint64_t e = std::min(last, (g + 1) * l.length);
     const typename C::decoder d = c.make_decoder(l.load_scale(g), t);
-    for (std::uint64_t i = s; i < e; ++i)
-      put(i, c.decode_value(r.next(), d));
+    if constexpr (minifloat_element_codec<C>) { // decode_value, its minifloat from a table
+      const float* values = minifloat_values(c.element_format());
+      for (std::uint64_t i = s; i < e; ++i)
+        put(i, commpress::detail::mul_rn(values[r.next()], d));
+    } else {
+      for (std::uint64_t i = s; i < e; ++i)
+        put(i, c.decode_value(r.next(), d));
+    }
     s = e;
   }
 }

@@ -1,0 +1,93 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// core/minifloat.hpp's conversion from fp32 to E4M3, E5M2 and E2M1 codes on the vector layer:
+/// the same rounding, bit for bit, with the scalar function's branches (subnormal, normal,
+/// saturated, NaN) computed in every lane and selected, so 64 elements convert in a few dozen
+/// vector operations instead of 64 branchy calls.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "commpress/backend/cpu/detail/simd.hpp"
+#include "commpress/core/config.hpp"
+#include "commpress/core/minifloat.hpp"
+
+namespace commpress::cpu::detail {
+
+/// to_minifloat(F, y) in every lane of y.
+template <minifloat F> COMMPRESS_FORCEINLINE simd::vu to_minifloat_lanes(simd::vf y) {
+  using namespace simd;
+  constexpr commpress::detail::minifloat_format m = commpress::detail::format_of(F);
+  constexpr unsigned width = m.exponent_bits + m.mantissa_bits;
+  constexpr unsigned shift = 23u - m.mantissa_bits;
+  const vu u = bits(y);
+  const vu a = and_u32(u, splat_u32(0x7fffffffu));
+  // Normal: the 23-bit mantissa rounded to M bits, ties to even, a carry moving into the
+  // exponent, and the exponent rebased from 127 to the format's bias.
+  const vu rounded = add_u32(add_u32(a, splat_u32((1u << (shift - 1u)) - 1u)),
+                             and_u32(srl<shift>(a), splat_u32(1)));
+  const vu normal = sub_u32(srl<shift>(rounded),
+                            splat_u32(static_cast<std::uint32_t>(127 - m.bias) << m.mantissa_bits));
+  // Below the smallest normal: |y| 2^(B - 1 + M) (exact) rounded to an integer, ties to even, by
+  // adding 2^23, whose spacing is 1 (the count is at most 2^M).
+  const vf count = mul(
+      from_bits(a), splat(commpress::detail::pow2(m.bias - 1 + static_cast<int>(m.mantissa_bits))));
+  const vu subnormal = sub_u32(bits(add(count, splat(8388608.0f))), splat_u32(0x4b000000u));
+  constexpr std::uint32_t smallest_normal = static_cast<std::uint32_t>(1 - m.bias + 127) << 23;
+  vu code = select(lt_u32(a, splat_u32(smallest_normal)), subnormal, normal);
+  const std::uint32_t largest = commpress::detail::float_to_bits(from_minifloat(F, m.max_code));
+  code = select(ge_u32(a, splat_u32(largest)), splat_u32(m.max_code), code); // infinities too
+  code = or_u32(code, srl<31u - width>(and_u32(u, splat_u32(0x80000000u))));
+  return select(gt_u32(a, splat_u32(0x7f800000u)), splat_u32(m.nan_code), code);
+}
+
+/// The codes to_minifloat(F, x[j] * k) of `count` elements (a multiple of simd::lanes, at most
+/// 64), a non-finite x[j] counting as 0 (as the block-scaled kit encodes), packed as a stream of
+/// minifloat_bits(F)-bit codes at out.
+template <minifloat F>
+COMMPRESS_FORCEINLINE void minifloat_codes(const float* COMMPRESS_RESTRICT x, std::size_t count,
+                                           float k, unsigned char* COMMPRESS_RESTRICT out) {
+  using namespace simd;
+  constexpr unsigned bits = minifloat_bits(F);
+  vu codes[vectors_per_64];
+  for (std::size_t q = 0; q < vectors_per_64; ++q) {
+    if (q * lanes < count) {
+      const vf v = load(x + q * lanes);
+      codes[q] = to_minifloat_lanes<F>(mul(clear(nonfinite(v), v), splat(k)));
+    } else {
+      codes[q] = splat_u32(0);
+    }
+  }
+  if (count == 64) {
+    store_packed<bits>(narrow_u8(codes), out);
+  } else { // a short group (MX's 32, NVFP4's 16): pack 64, keep its part
+    unsigned char packed[8 * bits];
+    store_packed<bits>(narrow_u8(codes), packed);
+    std::memcpy(out, packed, count * bits / 8);
+  }
+}
+
+/// from_minifloat(f, q) for every code q of format f (E2M1's 16 codes, the others' 256): a
+/// decoder looks a value up instead of taking the scalar function's branches.
+struct minifloat_value_table {
+  float value[256];
+
+  explicit minifloat_value_table(minifloat f) {
+    const std::uint32_t codes = 1u << minifloat_bits(f);
+    for (std::uint32_t q = 0; q < 256; ++q)
+      value[q] = q < codes ? from_minifloat(f, q) : 0.0f;
+  }
+};
+
+/// The value table of format f.
+inline const float* minifloat_values(minifloat f) {
+  static const minifloat_value_table e4m3(minifloat::e4m3), e5m2(minifloat::e5m2),
+      e2m1(minifloat::e2m1);
+  return f == minifloat::e5m2 ? e5m2.value : f == minifloat::e2m1 ? e2m1.value : e4m3.value;
+}
+
+} // namespace commpress::cpu::detail
