@@ -803,6 +803,60 @@ template <class Comm> failures check_stage_pipeline(Comm& comm) {
   return f;
 }
 
+/// What data_parallel_replay_step sent: each rank's message bytes (its payloads as encoded and
+/// its uncompressed tensors as fp32) and each rank's payload length of the first compressed
+/// tensor.
+struct replayed_step {
+  std::vector<std::size_t> message;
+  std::vector<std::size_t> first_lengths;
+};
+
+/// One step of data_parallel replayed in one process: every rank's gradient grad(r, step), its
+/// compressed tensors encoded one by one with its replica states (`states[r]`, grown on first
+/// use) and tensor ids 40 + i, decoded in rank order with weight 1/N into `mean`, the others
+/// added as fp32.
+template <class Pipe, class Grad>
+replayed_step
+data_parallel_replay_step(const Pipe& pipe, const std::vector<cp::tensor_info>& layout,
+                          const std::vector<bool>& compressed, int ranks, std::uint64_t step,
+                          Grad&& grad, std::vector<std::vector<cp::pipeline_state_t<Pipe>>>& states,
+                          std::vector<float>& mean) {
+  replayed_step out{std::vector<std::size_t>(static_cast<std::size_t>(ranks), 0), {}};
+  const float w = 1.0f / static_cast<float>(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    const auto g = grad(r, step);
+    auto& mine = states[static_cast<std::size_t>(r)];
+    std::size_t& message = out.message[static_cast<std::size_t>(r)];
+    std::uint64_t first = 0;
+    for (std::size_t i = 0, k = 0; i < layout.size(); ++i) {
+      const std::uint64_t count = layout[i].count();
+      const auto sum = std::span(mean).subspan(first, count);
+      if (compressed[i]) {
+        if (mine.size() <= k)
+          mine.push_back(pipe.make_state(count));
+        std::vector<std::byte> payload(pipe.max_payload_bytes(count)),
+            ws(pipe.workspace_bytes(count));
+        const cp::context ctx{
+            .seed = 5, .step = step, .tensor_id = 40 + static_cast<std::uint32_t>(i)};
+        const auto sent = cp::encode(cp::cpu::seq, pipe, mine[k++], ctx,
+                                     std::span<const float>(g).subspan(first, count),
+                                     std::span(payload), std::span(ws));
+        message += sent.bytes;
+        if (k == 1)
+          out.first_lengths.push_back(sent.bytes);
+        cp::decode_accumulate(cp::cpu::seq, pipe,
+                              std::span<const std::byte>(payload).first(sent.bytes), sum, w);
+      } else {
+        message += 4 * count;
+        for (std::uint64_t j = 0; j < count; ++j)
+          sum[j] = sum[j] + w * g[first + j];
+      }
+      first += count;
+    }
+  }
+  return out;
+}
+
 /// data_parallel over a layout of tensors with a layer policy: each rank's parameters after
 /// three steps equal the one-process replay (every rank's tensors encoded one by one with their
 /// own states and tensor ids, the uncompressed ones added as fp32, rank order, weight 1/N), and
@@ -850,32 +904,7 @@ template <class Comm> failures check_data_parallel_layers(Comm& comm) {
   auto ref_os = opt.make_state(n);
   for (std::uint64_t t = 0; t < steps; ++t) {
     std::vector<float> mean(n, 0.0f);
-    for (int r = 0; r < ranks; ++r) {
-      const auto g = grad(r, t);
-      auto& mine = states[static_cast<std::size_t>(r)];
-      std::uint64_t first = 0;
-      for (std::size_t i = 0, k = 0; i < layout.size(); ++i) {
-        const std::uint64_t count = layout[i].count();
-        const auto sum = std::span(mean).subspan(first, count);
-        if (compressed[i]) {
-          if (mine.size() <= k)
-            mine.push_back(pipe.make_state(count));
-          std::vector<std::byte> payload(pipe.max_payload_bytes(count)),
-              ws(pipe.workspace_bytes(count));
-          const cp::context ctx{
-              .seed = 5, .step = t, .tensor_id = 40 + static_cast<std::uint32_t>(i)};
-          cp::encode(cp::cpu::seq, pipe, mine[k++], ctx,
-                     std::span<const float>(g).subspan(first, count), std::span(payload),
-                     std::span(ws));
-          cp::decode_accumulate(cp::cpu::seq, pipe, std::span<const std::byte>(payload), sum,
-                                1.0f / static_cast<float>(ranks));
-        } else {
-          for (std::uint64_t j = 0; j < count; ++j)
-            sum[j] = sum[j] + (1.0f / static_cast<float>(ranks)) * g[first + j];
-        }
-        first += count;
-      }
-    }
+    data_parallel_replay_step(pipe, layout, compressed, ranks, t, grad, states, mean);
     opt.step(cp::cpu::seq, ref_os, std::span(ref), std::span<const float>(mean));
   }
   if (!same_bits(params, ref))
@@ -937,39 +966,8 @@ void data_parallel_variable_case(Comm& comm, failures& f, const Pipe& pipe, cons
                 std::span<const float>(g));
 
     std::vector<float> mean(n, 0.0f);
-    std::vector<std::size_t> message(static_cast<std::size_t>(ranks), 0); // every rank's
-    std::vector<std::size_t> first_lengths;
-    for (int r = 0; r < ranks; ++r) {
-      const auto gr = grad(r, t);
-      auto& mine = states[static_cast<std::size_t>(r)];
-      std::uint64_t first = 0;
-      for (std::size_t i = 0, k = 0; i < layout.size(); ++i) {
-        const std::uint64_t count = layout[i].count();
-        const auto sum = std::span(mean).subspan(first, count);
-        if (compressed[i]) {
-          if (mine.size() <= k)
-            mine.push_back(pipe.make_state(count));
-          std::vector<std::byte> payload(pipe.max_payload_bytes(count)),
-              ws(pipe.workspace_bytes(count));
-          const cp::context ctx{
-              .seed = 5, .step = t, .tensor_id = 40 + static_cast<std::uint32_t>(i)};
-          const auto sent = cp::encode(cp::cpu::seq, pipe, mine[k++], ctx,
-                                       std::span<const float>(gr).subspan(first, count),
-                                       std::span(payload), std::span(ws));
-          message[static_cast<std::size_t>(r)] += sent.bytes;
-          if (k == 1)
-            first_lengths.push_back(sent.bytes);
-          cp::decode_accumulate(cp::cpu::seq, pipe,
-                                std::span<const std::byte>(payload).first(sent.bytes), sum,
-                                1.0f / static_cast<float>(ranks));
-        } else {
-          message[static_cast<std::size_t>(r)] += 4 * count;
-          for (std::uint64_t j = 0; j < count; ++j)
-            sum[j] = sum[j] + (1.0f / static_cast<float>(ranks)) * gr[first + j];
-        }
-        first += count;
-      }
-    }
+    const auto [message, first_lengths] =
+        data_parallel_replay_step(pipe, layout, compressed, ranks, t, grad, states, mean);
     opt.step(cp::cpu::seq, ref_os, std::span(ref), std::span<const float>(mean));
     if (!same_bits(params, ref))
       f.push_back(where(name, me, n, t) + ": parameters != replay");
