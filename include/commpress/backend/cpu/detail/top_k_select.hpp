@@ -336,9 +336,9 @@ constexpr std::uint64_t small_top_k_lists(std::uint64_t d, std::uint64_t k) {
 }
 
 /// Whether top_k_small's second pass first assumes that exactly k keys are >= the k-th (no
-/// surplus ties), with one compare per vector, and falls back to the exact pass otherwise:
-/// about twice as fast a row with AVX2 and AVX-512; in the plain-C++ layer it gained 5% at
-/// most, within the spread of the runs (bench/README.md, "A selection for small k").
+/// surplus ties), with one compare per vector, and falls back to the exact pass otherwise: it
+/// pays with AVX2 and AVX-512, and in the plain-C++ layer it measured within the spread of the
+/// runs (bench/README.md, "A selection for small k").
 #if defined(COMMPRESS_SIMD_AVX512) || defined(COMMPRESS_SIMD_AVX2)
 inline constexpr bool small_top_k_one_compare = true;
 #else
