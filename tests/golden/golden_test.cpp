@@ -284,55 +284,51 @@ template <class Policy> std::uint64_t other_codecs_digest(const Policy& p) {
   return d.h;
 }
 
-/// top_k with quantized kept values: per-tensor and chunked selection, both ranges, both
-/// roundings, one scale and block scales.
-template <class Policy> std::uint64_t sparse_quantized_digest(const Policy& p) {
-  digest d;
+/// The value quantizers of the sparse digests, in order: 2 and 4 bits, both ranges, both
+/// roundings, one scale per tensor and one per 64 kept values.
+template <class F> void for_each_value_quantizer(F&& f) {
   for (unsigned bits : {2u, 4u})
     for (auto range : {cp::quant_range::symmetric, cp::quant_range::asymmetric})
       for (auto round : {cp::rounding::nearest, cp::rounding::stochastic})
-        for (std::uint32_t group : {0u, 64u}) {
-          const cp::quantize q{.bits = bits,
-                               .granularity = group == 0 ? cp::scale_granularity::tensor
-                                                         : cp::scale_granularity::block,
-                               .group = group,
-                               .range = range,
-                               .round = round};
-          for (const cp::top_k& c : {cp::top_k{.fraction = 0.05f, .value_quantizer = q},
-                                     cp::top_k{.count = 2, .row_length = 64, .value_quantizer = q}})
-            for (std::size_t n : {0u, 64u, 1024u, 70016u}) {
-              if (!c.can_implement(n))
-                continue;
-              for (int kind = 0; kind < 4; ++kind)
-                for (auto policy : policies)
-                  run_all_types(p, d, c, input(n, kind, 5), policy, 2, n < 2000 && kind < 2);
-            }
-        }
+        for (std::uint32_t group : {0u, 64u})
+          f(cp::quantize{.bits = bits,
+                         .granularity = group == 0 ? cp::scale_granularity::tensor
+                                                   : cp::scale_granularity::block,
+                         .group = group,
+                         .range = range,
+                         .round = round});
+}
+
+/// top_k with quantized kept values: per-tensor and chunked selection, each value quantizer.
+template <class Policy> std::uint64_t sparse_quantized_digest(const Policy& p) {
+  digest d;
+  for_each_value_quantizer([&](const cp::quantize& q) {
+    for (const cp::top_k& c : {cp::top_k{.fraction = 0.05f, .value_quantizer = q},
+                               cp::top_k{.count = 2, .row_length = 64, .value_quantizer = q}})
+      for (std::size_t n : {0u, 64u, 1024u, 70016u}) {
+        if (!c.can_implement(n))
+          continue;
+        for (int kind = 0; kind < 4; ++kind)
+          for (auto policy : policies)
+            run_all_types(p, d, c, input(n, kind, 5), policy, 2, n < 2000 && kind < 2);
+      }
+  });
   return d.h;
 }
 
-/// random_k with quantized kept values: both ranges, both roundings, one scale and block
-/// scales, biased and unbiased, at two densities.
+/// random_k with quantized kept values: biased and unbiased, at two densities, each value
+/// quantizer.
 template <class Policy> std::uint64_t random_k_quantized_digest(const Policy& p) {
   digest d;
-  for (unsigned bits : {2u, 4u})
-    for (auto range : {cp::quant_range::symmetric, cp::quant_range::asymmetric})
-      for (auto round : {cp::rounding::nearest, cp::rounding::stochastic})
-        for (std::uint32_t group : {0u, 64u}) {
-          const cp::quantize q{.bits = bits,
-                               .granularity = group == 0 ? cp::scale_granularity::tensor
-                                                         : cp::scale_granularity::block,
-                               .group = group,
-                               .range = range,
-                               .round = round};
-          for (const cp::random_k& c :
-               {cp::random_k{.fraction = 0.05f, .value_quantizer = q},
-                cp::random_k{.count = 300, .unbiased = true, .value_quantizer = q}})
-            for (std::size_t n : {0u, 64u, 1024u, 70016u})
-              for (int kind = 0; kind < 4; ++kind)
-                for (auto policy : policies)
-                  run_all_types(p, d, c, input(n, kind, 5), policy, 2, n < 2000 && kind < 2);
-        }
+  for_each_value_quantizer([&](const cp::quantize& q) {
+    for (const cp::random_k& c :
+         {cp::random_k{.fraction = 0.05f, .value_quantizer = q},
+          cp::random_k{.count = 300, .unbiased = true, .value_quantizer = q}})
+      for (std::size_t n : {0u, 64u, 1024u, 70016u})
+        for (int kind = 0; kind < 4; ++kind)
+          for (auto policy : policies)
+            run_all_types(p, d, c, input(n, kind, 5), policy, 2, n < 2000 && kind < 2);
+  });
   return d.h;
 }
 
