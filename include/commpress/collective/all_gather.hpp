@@ -109,30 +109,14 @@ requires(!uses_device_buffers_v<Comm>) collective_result
   const auto r = plan.carve(workspace);
 
   const step_result sent = encode(policy, plan.pipeline(), state, ctx, in, r.mine, r.pipe_ws);
-  // Zero padding keeps the wire bytes defined where a payload is shorter than its block.
-  std::fill(r.mine.begin() + static_cast<std::ptrdiff_t>(sent.bytes), r.mine.end(), std::byte{0});
-  const bool variable = plan.variable();
-  const auto ranks = static_cast<std::size_t>(plan.ranks());
-  // The block every rank sends: the slot, or the longest payload of this call.
-  std::size_t p = r.mine.size();
-  std::uint64_t wire = 0;
-  if (variable) {
-    detail::store_length(r.my_length, 0, sent.bytes);
-    p = static_cast<std::size_t>(detail::exchange_lengths(
-        comm, std::span<const std::byte>(r.my_length), r.lengths, plan.payload_bytes(), who));
-    wire += (ranks - 1) * payload_length_bytes;
-  }
-  comm.all_gather(std::span<const std::byte>(r.mine.first(p)), r.all.first(ranks * p));
-  wire += (ranks - 1) * p;
+  const detail::gathered_payloads g =
+      detail::gather_payloads(comm, r.mine, sent.bytes, r.all, r.my_length, r.lengths, who);
 
   std::fill(out.begin(), out.end(), 0.0f);
   const float w = detail::rank_weight(plan.options().scale, plan.ranks());
-  for (std::size_t k = 0; k < ranks; ++k) {
-    const auto len = variable ? static_cast<std::size_t>(detail::load_length(r.lengths, k)) : p;
-    decode_accumulate(policy, plan.pipeline(),
-                      std::span<const std::byte>(r.all.subspan(k * p, len)), out, w);
-  }
-  return {sent.bytes, static_cast<std::size_t>(wire), sent.nonfinite, sent.held};
+  for (std::size_t k = 0; k < static_cast<std::size_t>(plan.ranks()); ++k)
+    decode_accumulate(policy, plan.pipeline(), g.payload(k), out, w);
+  return {sent.bytes, static_cast<std::size_t>(g.wire_bytes), sent.nonfinite, sent.held};
 }
 
 } // namespace commpress

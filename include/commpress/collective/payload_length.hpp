@@ -87,5 +87,45 @@ std::uint64_t exchange_lengths(Comm& comm, std::span<const std::byte> mine,
       comm, mine, all, [slot](std::size_t) { return slot; }, who);
 }
 
+/// What gather_payloads received: every rank's block, back to back.
+struct gathered_payloads {
+  std::span<const std::byte> all;     ///< N blocks of `block` bytes, in rank order
+  std::span<const std::byte> lengths; ///< every rank's payload length (variable payloads only)
+  std::size_t block = 0;              ///< bytes per rank: the slot, or the longest payload
+  std::uint64_t wire_bytes = 0;       ///< bytes this rank sent, its length included
+
+  /// Rank k's payload, at the length it reported where the payloads vary.
+  [[nodiscard]] std::span<const std::byte> payload(std::size_t k) const {
+    const std::size_t length =
+        lengths.empty() ? block : static_cast<std::size_t>(load_length(lengths, k));
+    return all.subspan(k * block, length);
+  }
+};
+
+/// The all-gather of one payload per rank. `slot` holds this rank's payload of `bytes` bytes;
+/// its tail is zeroed, so the bytes on the wire are defined. Fixed-length payloads (`my_length`
+/// empty) are all-gathered as whole slots in one call. Variable-length ones take two calls:
+/// exchange_lengths over `my_length` (8 bytes) and `lengths` (8 N), then blocks as long as the
+/// longest payload. `all` holds N slots.
+/// @throws commpress::error (corrupt) where a rank reports a length outside [64, slot]
+template <class Comm>
+gathered_payloads gather_payloads(Comm& comm, std::span<std::byte> slot, std::size_t bytes,
+                                  std::span<std::byte> all, std::span<std::byte> my_length,
+                                  std::span<std::byte> lengths, const char* who) {
+  std::fill(slot.begin() + static_cast<std::ptrdiff_t>(bytes), slot.end(), std::byte{0});
+  const auto ranks = static_cast<std::size_t>(comm.size());
+  gathered_payloads g{{}, lengths, slot.size(), 0};
+  if (!my_length.empty()) {
+    store_length(my_length, 0, bytes);
+    g.block = static_cast<std::size_t>(
+        exchange_lengths(comm, std::span<const std::byte>(my_length), lengths, slot.size(), who));
+    g.wire_bytes += (ranks - 1) * payload_length_bytes;
+  }
+  comm.all_gather(std::span<const std::byte>(slot.first(g.block)), all.first(ranks * g.block));
+  g.all = all.first(ranks * g.block);
+  g.wire_bytes += (ranks - 1) * g.block;
+  return g;
+}
+
 } // namespace detail
 } // namespace commpress

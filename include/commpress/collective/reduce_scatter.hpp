@@ -272,39 +272,23 @@ requires(!uses_device_buffers_v<Comm>) collective_result
   detail::check_count(shard.size(), lay.length(me), who, "shard");
   detail::check_count(out.size(), lay.n, who, "output");
   const auto r = plan.carve(workspace);
-  const auto slot = static_cast<std::size_t>(plan.server_slot_bytes());
   const auto ranks = static_cast<std::size_t>(plan.ranks());
   const bool variable = plan.server_variable();
 
   const step_result s =
       encode(policy, plan.server_pipeline(), state.server, ctx, shard, r.server_payload, r.pipe_ws);
-  std::fill(r.server_payload.begin() + static_cast<std::ptrdiff_t>(s.bytes), r.server_payload.end(),
-            std::byte{0});
-  // The block every rank sends: the slot, or the longest payload of this call.
-  std::size_t block = slot;
-  std::uint64_t wire = 0;
   const std::span<std::byte> my_length = r.my_lengths.first(variable ? payload_length_bytes : 0);
-  const std::span<std::byte> lengths = r.lengths.first(my_length.size() * ranks);
-  if (variable) {
-    detail::store_length(my_length, 0, s.bytes);
-    block = static_cast<std::size_t>(
-        detail::exchange_lengths(comm, std::span<const std::byte>(my_length), lengths, slot, who));
-    wire += (ranks - 1) * payload_length_bytes;
-  }
-  comm.all_gather(std::span<const std::byte>(r.server_payload.first(block)),
-                  r.gathered.first(ranks * block));
-  wire += (ranks - 1) * block;
+  const detail::gathered_payloads g =
+      detail::gather_payloads(comm, r.server_payload, s.bytes, r.gathered, my_length,
+                              r.lengths.first(my_length.size() * ranks), who);
 
   no_state receiver; // collective_pipeline: the receiver keeps nothing
   for (std::size_t j = 0; j < ranks; ++j) {
-    const std::size_t len =
-        variable ? static_cast<std::size_t>(detail::load_length(lengths, j)) : block;
     const int jj = static_cast<int>(j);
-    decode(policy, plan.server_pipeline(), receiver,
-           std::span<const std::byte>(r.gathered.subspan(j * block, len)),
+    decode(policy, plan.server_pipeline(), receiver, g.payload(j),
            out.subspan(lay.offset(jj), lay.length(jj)));
   }
-  return {s.bytes, static_cast<std::size_t>(wire), s.nonfinite, s.held};
+  return {s.bytes, static_cast<std::size_t>(g.wire_bytes), s.nonfinite, s.held};
 }
 
 /// @brief The two-EF-point compressed all-reduce: reduce_scatter_compressed into the
