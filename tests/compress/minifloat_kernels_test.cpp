@@ -63,7 +63,11 @@ template <cp::minifloat F> std::size_t mismatches(const std::vector<float>& x) {
 
 template <cp::minifloat F> std::size_t packed_mismatches(std::uint32_t stream, std::size_t count) {
   std::size_t wrong = 0;
-  for (float k : {1.0f, 0.25f, 3.0e-5f, 6.0e4f, 0.0f}) {
+  constexpr float scales[] = {1.0f, 0.25f, 3.0e-5f, 6.0e4f, 0.0f};
+  for (std::size_t first = 0; first < 5; ++first) { // a different scale per vector
+    float k[simd::vectors_per_64];
+    for (std::size_t q = 0; q < simd::vectors_per_64; ++q)
+      k[q] = scales[(first + q) % 5];
     float x[64];
     for (std::size_t j = 0; j < 64; ++j) {
       const std::uint32_t w = cp::random_u32(cp::make_rng_key(stream, 1), 0, j);
@@ -77,7 +81,7 @@ template <cp::minifloat F> std::size_t packed_mismatches(std::uint32_t stream, s
     cd::minifloat_codes<F>(x, count, k, got);
     for (std::size_t j = 0; j < count; ++j) {
       const float v = std::isfinite(x[j]) ? x[j] : 0.0f;
-      const std::uint32_t code = cp::to_minifloat(F, v * k);
+      const std::uint32_t code = cp::to_minifloat(F, v * k[j / simd::lanes]);
       want[j * bits / 8] =
           static_cast<unsigned char>(want[j * bits / 8] | (code << (j * bits % 8)));
     }

@@ -25,11 +25,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 #include "commpress/backend/cpu/detail/element_io.hpp"
 #include "commpress/backend/cpu/detail/minifloat_kernels.hpp"
 #include "commpress/backend/cpu/detail/parallel.hpp"
 #include "commpress/backend/cpu/detail/philox.hpp"
+#include "commpress/backend/cpu/detail/reduce.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/compress/scaled.hpp"
 #include "commpress/core/canonical_sum.hpp"
@@ -58,10 +60,19 @@ struct statistics {
 };
 
 /// Statistics of x[first, last). The magnitudes are compared as bit patterns (for non-negative
-/// floats their integer order), so the loop vectorizes and its result does not depend on the
-/// order of the elements.
+/// floats their integer order), so the result does not depend on the order of the elements.
+/// An fp32 range is first reduced on the vector layer (GCC leaves the loop below scalar): its
+/// largest magnitude is the answer unless it is NaN or Inf, and only then is it counted here.
+/// `ahead` (from x + first, fp32 only) is prefetched as the range is read.
 template <element T>
-statistics statistics_of(const T* COMMPRESS_RESTRICT x, std::uint64_t first, std::uint64_t last) {
+statistics statistics_of(const T* COMMPRESS_RESTRICT x, std::uint64_t first, std::uint64_t last,
+                         prefetch_stream ahead = {}) {
+  if constexpr (std::same_as<T, float>) {
+    const std::uint32_t most =
+        max_magnitude_bits(x + first, static_cast<std::size_t>(last - first), ahead);
+    if (most < 0x7f800000u)
+      return {most, 0};
+  }
   std::uint32_t amax = 0;
   std::size_t nonfinite = 0;
   for (std::uint64_t i = first; i < last; ++i) {
@@ -71,6 +82,15 @@ statistics statistics_of(const T* COMMPRESS_RESTRICT x, std::uint64_t first, std
     nonfinite += finite ? 0u : 1u;
   }
   return {amax, nonfinite};
+}
+
+/// The prefetch stream of a pass over x from element `first` up to element `end` (none for an
+/// element type other than fp32).
+template <element T> prefetch_stream ahead_of(const T* x, std::uint64_t first, std::uint64_t end) {
+  if constexpr (std::same_as<T, float>)
+    return {x + first, x + end};
+  else
+    return {};
 }
 
 /// x[i] * x[i] in double (exact), 0 for a non-finite element: a term of a group's norm.
@@ -199,6 +219,16 @@ template <element T> COMMPRESS_FORCEINLINE float finite_or_zero(const T* x, std:
   return commpress::detail::is_finite(v) ? v : 0.0f;
 }
 
+/// fn.template operator()<F>() for the minifloat format F of codec C's elements.
+template <minifloat_element_codec C, class Fn>
+COMMPRESS_FORCEINLINE decltype(auto) with_element_format(const C& c, Fn&& fn) {
+  if constexpr (C::code_bits == minifloat_bits(minifloat::e2m1))
+    return fn.template operator()<minifloat::e2m1>();
+  else
+    return c.element_format() == minifloat::e5m2 ? fn.template operator()<minifloat::e5m2>()
+                                                 : fn.template operator()<minifloat::e4m3>();
+}
+
 /// The codes of a minifloat element codec for x[first, first + m simd::lanes), the largest m
 /// for which they fit in [first, last), written up to 64 at a time where the writer is on a
 /// byte boundary (it always is but after an odd number of 4-bit codes); returns the first
@@ -208,7 +238,10 @@ std::uint64_t put_minifloat_codes(const C& c, const T* COMMPRESS_RESTRICT x, std
                                   std::uint64_t last, float k, code_writer<C::code_bits>& w) {
   if (w.held != 0)
     return first;
-  const auto run = [&]<minifloat F>() {
+  float scales[simd::vectors_per_64];
+  std::fill(std::begin(scales), std::end(scales), k);
+  const prefetch_stream ahead = ahead_of(x, first, last); // a long group is read a second time
+  return with_element_format(c, [&]<minifloat F>() {
     std::uint64_t i = first;
     for (;;) {
       const std::size_t count = static_cast<std::size_t>(
@@ -216,22 +249,19 @@ std::uint64_t put_minifloat_codes(const C& c, const T* COMMPRESS_RESTRICT x, std
       if (count == 0)
         return i;
       if constexpr (std::same_as<T, float>) {
-        minifloat_codes<F>(x + i, count, k, w.out);
+        for (std::size_t j = 0; j < count; j += 16)
+          ahead(i - first + j);
+        minifloat_codes<F>(x + i, count, scales, w.out);
       } else {
         float wide[64];
         for (std::size_t j = 0; j < count; ++j)
           wide[j] = to_float(x[i + j]);
-        minifloat_codes<F>(wide, count, k, w.out);
+        minifloat_codes<F>(wide, count, scales, w.out);
       }
       w.out += count * C::code_bits / 8;
       i += count;
     }
-  };
-  if constexpr (C::code_bits == minifloat_bits(minifloat::e2m1))
-    return run.template operator()<minifloat::e2m1>();
-  else
-    return c.element_format() == minifloat::e5m2 ? run.template operator()<minifloat::e5m2>()
-                                                 : run.template operator()<minifloat::e4m3>();
+  });
 }
 
 /// The codes of x[first, last), one group with encoder k (a poisoned group: all 0), into the
@@ -273,6 +303,74 @@ COMMPRESS_FORCEINLINE void put_codes(const C& c, const T* COMMPRESS_RESTRICT x, 
   }
 }
 
+/// f(s) for a group's scale s, where f is a group's encoder or decoder as a function of its
+/// scale alone (the tensor scale fixed). For a one-byte scale over a tensor of many groups, f
+/// is looked up in a table of all 256 values made once: NVFP4's encoder and decoder each cost
+/// a division or a minifloat conversion per group.
+template <class C, class F> class per_scale {
+public:
+  using value = std::invoke_result_t<const F&, typename C::scale>;
+
+  per_scale(std::uint64_t groups, F f) : f_(f) {
+    if constexpr (one_byte) {
+      tabled_ = groups >= 4 * 256;
+      if (tabled_)
+        for (unsigned s = 0; s < 256; ++s)
+          table_[s] = f_(static_cast<typename C::scale>(s));
+    }
+  }
+  COMMPRESS_FORCEINLINE value operator()(typename C::scale s) const {
+    if constexpr (one_byte)
+      if (tabled_)
+        return table_[s];
+    return f_(s);
+  }
+
+private:
+  static constexpr bool one_byte = std::same_as<typename C::scale, std::uint8_t>;
+  F f_;
+  bool tabled_ = false;
+  value table_[one_byte ? 256 : 1];
+};
+
+/// The per_scale of f over `groups` groups of codec C.
+template <class C, class F> per_scale<C, F> per_scale_of(std::uint64_t groups, F f) {
+  return {groups, f};
+}
+
+/// How one group is sent: its encoder, or poisoned (a NaN or Inf under
+/// nonfinite_policy::propagate: the poisoned scale and all codes 0).
+template <class C> struct group_coding {
+  typename C::encoder k{};
+  bool poisoned = false;
+  std::size_t nonfinite = 0; ///< the group's NaN/Inf count
+};
+
+/// Group g's statistics and scale, with tensor scale t: stores the scale, returns the coding.
+template <class C, element T, class Encoder>
+COMMPRESS_FORCEINLINE group_coding<C> code_group(const C& c, nonfinite_policy policy, const T* x,
+                                                 const layout<C>& l, typename C::tensor_scale t,
+                                                 std::uint64_t g, const Encoder& encoder) {
+  const std::uint64_t first = g * l.length;
+  const std::uint64_t last = std::min(l.n, first + l.length);
+  // Short groups: the next groups' lines are requested while this one is read.
+  const statistics st = statistics_of(x, first, last, ahead_of(x, first, l.n));
+  if (st.nonfinite != 0 && policy == nonfinite_policy::propagate) {
+    l.store_scale(g, C::poisoned_scale);
+    return {.poisoned = true, .nonfinite = st.nonfinite};
+  }
+  const typename C::scale s = c.make_scale(group_statistics_of(c, x, first, last, st), t);
+  l.store_scale(g, s);
+  return {.k = encoder(s), .nonfinite = st.nonfinite};
+}
+
+/// Whether encode_groups may code a codec's groups 64 elements at a time, several groups per
+/// minifloat_codes call: deterministic minifloat codes of fp32 input. It does where the groups
+/// are whole vectors that tile 64 (NVFP4's 16, MX's 32).
+template <class C, class T>
+inline constexpr bool codes_groups_together =
+    minifloat_element_codec<C> && !C::stochastic && std::same_as<T, float>;
+
 /// Encodes groups [g0, g1) (g0 * length a multiple of 8, so its codes start on a byte) with
 /// tensor scale t; returns their NaN/Inf count.
 template <class C, element T>
@@ -281,17 +379,37 @@ std::size_t encode_groups(const C& c, nonfinite_policy policy, const random_sour
                           std::uint64_t g1) {
   code_writer<C::code_bits> w{l.codes(c) + g0 * l.length * C::code_bits / 8};
   std::size_t bad = 0;
-  for (std::uint64_t g = g0; g < g1; ++g) {
+  const auto encoder =
+      per_scale_of<C>(g1 - g0, [&](typename C::scale s) { return c.make_encoder(s, t); });
+  std::uint64_t g = g0;
+  if constexpr (codes_groups_together<C, T>) {
+    if (g0 < g1 && l.length < 64 && 64 % l.length == 0 && l.length % simd::lanes == 0) {
+      const std::uint64_t per = 64 / l.length;
+      const std::size_t group_bytes = l.length * C::code_bits / 8;
+      for (; g + per <= g1 && (g + per) * l.length <= l.n; g += per) {
+        float k[simd::vectors_per_64];
+        bool poisoned[64 / simd::lanes];
+        for (std::uint64_t j = 0; j < per; ++j) {
+          const group_coding<C> gc = code_group(c, policy, x, l, t, g + j, encoder);
+          bad += gc.nonfinite;
+          poisoned[j] = gc.poisoned;
+          std::fill_n(k + j * l.length / simd::lanes, l.length / simd::lanes, gc.k);
+        }
+        with_element_format(
+            c, [&]<minifloat F>() { minifloat_codes<F>(x + g * l.length, 64, k, w.out); });
+        for (std::uint64_t j = 0; j < per; ++j)
+          if (poisoned[j])
+            std::fill_n(w.out + j * group_bytes, group_bytes, static_cast<unsigned char>(0));
+        w.out += 8 * C::code_bits;
+      }
+    }
+  }
+  for (; g < g1; ++g) {
     const std::uint64_t first = g * l.length;
     const std::uint64_t last = std::min(l.n, first + l.length);
-    const statistics st = statistics_of(x, first, last);
-    bad += st.nonfinite;
-    const bool poisoned = st.nonfinite != 0 && policy == nonfinite_policy::propagate;
-    const typename C::scale s =
-        poisoned ? C::poisoned_scale : c.make_scale(group_statistics_of(c, x, first, last, st), t);
-    l.store_scale(g, s);
-    put_codes(c, x, first, last, poisoned, poisoned ? typename C::encoder{} : c.make_encoder(s, t),
-              r, w);
+    const group_coding<C> gc = code_group(c, policy, x, l, t, g, encoder);
+    bad += gc.nonfinite;
+    put_codes(c, x, first, last, gc.poisoned, gc.k, r, w);
   }
   w.finish();
   return bad;
@@ -305,21 +423,57 @@ COMMPRESS_FORCEINLINE void for_each_value(const C& c, const layout<C, const unsi
   if (first == last) // an empty tensor's body is empty: no tensor scale to read
     return;
   const typename C::tensor_scale t = l.load_tensor_scale();
+  const auto decoder = per_scale_of<C>((last - first) / l.length,
+                                       [&](typename C::scale s) { return c.make_decoder(s, t); });
   code_reader<C::code_bits> r(l.codes(c), first);
-  for (std::uint64_t s = first; s < last;) {
-    const std::uint64_t g = s / l.length;
-    const std::uint64_t e = std::min(last, (g + 1) * l.length);
-    const typename C::decoder d = c.make_decoder(l.load_scale(g), t);
-    if constexpr (minifloat_element_codec<C>) { // decode_value, its minifloat from a table
-      const float* values = minifloat_values(c.element_format());
-      for (std::uint64_t i = s; i < e; ++i)
-        put(i, commpress::detail::mul_rn(values[r.next()], d));
-    } else {
-      for (std::uint64_t i = s; i < e; ++i)
-        put(i, c.decode_value(r.next(), d));
+  // fn(s, e, d) for each group's part [s, e) of elements [from, to), d its decoder; the calls
+  // walk [first, last) in order, so the group advances without a division.
+  std::uint64_t g = first / l.length;
+  std::uint64_t group_end = (g + 1) * l.length;
+  typename C::decoder d = decoder(l.load_scale(g));
+  const auto each_group = [&](std::uint64_t from, std::uint64_t to, auto&& fn) {
+    for (std::uint64_t s = from; s < to;) {
+      if (s == group_end) {
+        group_end += l.length;
+        d = decoder(l.load_scale(++g));
+      }
+      const std::uint64_t e = std::min(to, group_end);
+      fn(s, e, d);
+      s = e;
     }
-    s = e;
+  };
+  // Codes narrower than a byte, and minifloat codes, 64 at a time (from a byte boundary, as
+  // first is a multiple of 8), unpacked together; a minifloat code's value from a table, times
+  // its own group's decoder. Other byte codes are read in place.
+  constexpr bool in_batches = C::code_bits < 8 || minifloat_element_codec<C>;
+  std::uint64_t i = first;
+  for (; in_batches && last - i >= 64; i += 64) {
+    const simd::b64 codes = simd::load_packed<C::code_bits>(r.in);
+    r.in += 8 * C::code_bits;
+    if constexpr (minifloat_element_codec<C>) {
+      float ds[64], v[64];
+      each_group(i, i + 64, [&](std::uint64_t s, std::uint64_t e, float k) {
+        std::fill(ds + (s - i), ds + (e - i), k);
+      });
+      const float* values = minifloat_values(c.element_format());
+      for (unsigned q = 0; q < simd::vectors_per_64; ++q)
+        simd::store(v + q * simd::lanes, simd::mul(simd::gather(values, simd::widen_u8(codes, q)),
+                                                   simd::load(ds + q * simd::lanes)));
+      for (std::size_t j = 0; j < 64; ++j)
+        put(i + j, v[j]);
+    } else {
+      alignas(64) unsigned char code[64];
+      simd::store_bytes(code, codes);
+      each_group(i, i + 64, [&](std::uint64_t s, std::uint64_t e, typename C::decoder k) {
+        for (std::uint64_t j = s; j < e; ++j)
+          put(j, c.decode_value(code[j - i], k));
+      });
+    }
   }
+  each_group(i, last, [&](std::uint64_t s, std::uint64_t e, typename C::decoder k) {
+    for (std::uint64_t j = s; j < e; ++j)
+      put(j, c.decode_value(r.next(), k));
+  });
 }
 
 /// Elements [first, last) of the decoded body (first a multiple of 8): out = value, or
@@ -375,7 +529,9 @@ template <block_scaled_codec C> struct scaled_seq_impl {
     if constexpr (scaled::has_tensor_scale<C>) {
       if (in.empty())
         return 0;
-      t = c.make_tensor_scale(kit::statistics_of(in.data(), 0, in.size()).amax());
+      t = c.make_tensor_scale(
+          kit::statistics_of(in.data(), 0, in.size(), kit::ahead_of(in.data(), 0, in.size()))
+              .amax());
       l.store_tensor_scale(t);
     }
     return kit::encode_groups(c, ctx.on_nonfinite, kit::random_source::of(ctx), in.data(), l, t, 0,
@@ -503,7 +659,8 @@ private:
     return cpu::detail::parallel_reduce(
         p, last - first, cpu::detail::range_elements(p), kit::statistics{},
         [&](std::uint64_t a, std::uint64_t b) {
-          return kit::statistics_of(x, first + a, first + b);
+          return kit::statistics_of(x, first + a, first + b,
+                                    kit::ahead_of(x, first + a, first + b));
         },
         [](kit::statistics s, const kit::statistics& o) {
           s.merge(o);

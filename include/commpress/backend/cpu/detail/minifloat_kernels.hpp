@@ -45,26 +45,28 @@ template <minifloat F> COMMPRESS_FORCEINLINE simd::vu to_minifloat_lanes(simd::v
   return select(gt_u32(a, splat_u32(0x7f800000u)), splat_u32(m.nan_code), code);
 }
 
-/// The codes to_minifloat(F, x[j] * k) of `count` elements (a multiple of simd::lanes, at most
-/// 64), a non-finite x[j] counting as 0 (as the block-scaled kit encodes), packed as a stream of
-/// minifloat_bits(F)-bit codes at out.
+/// The codes to_minifloat(F, x[j] * k[j / simd::lanes]) of `count` elements (a multiple of
+/// simd::lanes, at most 64), a non-finite x[j] counting as 0 (as the block-scaled kit encodes),
+/// packed as a stream of minifloat_bits(F)-bit codes at out. A scale per vector lets groups
+/// shorter than 64 elements (NVFP4's 16, MX's 32) share one call and one packing.
 template <minifloat F>
 COMMPRESS_FORCEINLINE void minifloat_codes(const float* COMMPRESS_RESTRICT x, std::size_t count,
-                                           float k, unsigned char* COMMPRESS_RESTRICT out) {
+                                           const float (&k)[simd::vectors_per_64],
+                                           unsigned char* COMMPRESS_RESTRICT out) {
   using namespace simd;
   constexpr unsigned bits = minifloat_bits(F);
   vu codes[vectors_per_64];
   for (std::size_t q = 0; q < vectors_per_64; ++q) {
     if (q * lanes < count) {
       const vf v = load(x + q * lanes);
-      codes[q] = to_minifloat_lanes<F>(mul(clear(nonfinite(v), v), splat(k)));
+      codes[q] = to_minifloat_lanes<F>(mul(clear(nonfinite(v), v), splat(k[q])));
     } else {
       codes[q] = splat_u32(0);
     }
   }
   if (count == 64) {
     store_packed<bits>(narrow_u8(codes), out);
-  } else { // a short group (MX's 32, NVFP4's 16): pack 64, keep its part
+  } else { // a short run: pack 64, keep its part
     unsigned char packed[8 * bits];
     store_packed<bits>(narrow_u8(codes), packed);
     std::memcpy(out, packed, count * bits / 8);

@@ -13,7 +13,8 @@
 /// - `lanes` fp32 lanes per vector: `vf` (fp32), `vu` (32-bit integers), `vm` (a lane mask),
 ///   `vh` (16-bit codes, one per lane), `b64` (the 8-bit codes of 64 elements), and for
 ///   Philox `vq` (`lanes64` 64-bit lanes, `philox_vectors` of them in flight per step);
-/// - memory: load, load_u32, store, stream (non-temporal), store_where (masked), prefetch,
+/// - memory: load, load_u32, gather (from a table), store, stream (non-temporal), store_where
+/// (masked), prefetch,
 ///   store_fence;
 /// - fp32: add, sub, mul, min and max (x86 semantics: the second operand where either is NaN,
 ///   as the scalar `a < b ? a : b`), select(m, a, b) = m ? a : b, clear(m, a), bits, from_bits,

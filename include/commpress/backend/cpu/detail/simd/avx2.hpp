@@ -49,6 +49,10 @@ COMMPRESS_FORCEINLINE vf load(const float* p) {
 COMMPRESS_FORCEINLINE vu load_u32(const void* p) {
   return {_mm256_loadu_si256(static_cast<const __m256i*>(p))};
 }
+/// table[index] in every lane.
+COMMPRESS_FORCEINLINE vf gather(const float* table, vu index) {
+  return {_mm256_i32gather_ps(table, index.v, 4)};
+}
 COMMPRESS_FORCEINLINE void store(float* p, vf a) {
   _mm256_storeu_ps(p, a.v);
 }

@@ -42,6 +42,10 @@ COMMPRESS_FORCEINLINE vf load(const float* p) {
 COMMPRESS_FORCEINLINE vu load_u32(const void* p) {
   return {_mm512_loadu_si512(p)};
 }
+/// table[index] in every lane.
+COMMPRESS_FORCEINLINE vf gather(const float* table, vu index) {
+  return {_mm512_i32gather_ps(index.v, table, 4)};
+}
 COMMPRESS_FORCEINLINE void store(float* p, vf a) {
   _mm512_storeu_ps(p, a.v);
 }

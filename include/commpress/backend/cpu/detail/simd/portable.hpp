@@ -57,6 +57,12 @@ COMMPRESS_FORCEINLINE vu load_u32(const void* p) {
   std::memcpy(r.v, p, sizeof r.v);
   return r;
 }
+/// table[index] in every lane.
+COMMPRESS_FORCEINLINE vf gather(const float* table, vu index) {
+  vf r;
+  COMMPRESS_SIMD_LANES(r, table[index.v[j]]);
+  return r;
+}
 COMMPRESS_FORCEINLINE void store(float* p, vf a) {
   std::memcpy(p, a.v, sizeof a.v);
 }
