@@ -32,6 +32,7 @@
 #include "commpress/backend/cpu/detail/parallel.hpp"
 #include "commpress/backend/cpu/detail/philox.hpp"
 #include "commpress/backend/cpu/detail/reduce.hpp"
+#include "commpress/backend/cpu/detail/stochastic_kernels.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/compress/scaled.hpp"
 #include "commpress/core/canonical_sum.hpp"
@@ -264,6 +265,40 @@ std::uint64_t put_minifloat_codes(const C& c, const T* COMMPRESS_RESTRICT x, std
   });
 }
 
+/// The codes of a codec with stochastic_lanes for x[first, first + 64 m), the largest m for which
+/// they fit in [first, last), element first + j drawing random[j], computed 64 at a time and
+/// packed together where the writer is a code_writer on a byte boundary (else put one by one);
+/// returns the first element not written.
+template <class C, class Writer>
+std::uint64_t put_stochastic_codes(const C& c, const float* COMMPRESS_RESTRICT x,
+                                   std::uint64_t first, std::uint64_t last,
+                                   const typename C::encoder& k, const std::uint32_t* random,
+                                   Writer& w) {
+  using namespace simd;
+  std::uint64_t i = first;
+  for (; last - i >= 64; i += 64) {
+    vu codes[vectors_per_64];
+    for (std::size_t q = 0; q < vectors_per_64; ++q) {
+      const vf v = load(x + i + q * lanes);
+      codes[q] = stochastic_lanes<C>::encode(c, clear(nonfinite(v), v), k,
+                                             load_u32(random + (i - first) + q * lanes));
+    }
+    const b64 bytes = narrow_u8(codes);
+    if constexpr (std::same_as<Writer, code_writer<C::code_bits>>) {
+      if (w.held == 0) {
+        store_packed<C::code_bits>(bytes, w.out);
+        w.out += 8 * C::code_bits;
+        continue;
+      }
+    }
+    alignas(64) std::uint8_t each[64];
+    store_bytes(each, bytes);
+    for (const std::uint8_t code : each)
+      w.put(code);
+  }
+  return i;
+}
+
 /// The codes of x[first, last), one group with encoder k (a poisoned group: all 0), into the
 /// writer; zero_and_count's non-finite elements count as 0.
 /// Writer: code_writer<C::code_bits>, or any type with put(code) (backend/cpu/qsgd.hpp's
@@ -297,7 +332,10 @@ COMMPRESS_FORCEINLINE void put_codes(const C& c, const T* COMMPRESS_RESTRICT x, 
       const std::uint64_t block0 = b >> 2;
       philox_words(r.key, r.step, block0, static_cast<std::size_t>(((e - 1) >> 2) - block0 + 1),
                    words);
-      for (std::uint64_t i = b; i < e; ++i)
+      std::uint64_t i = b;
+      if constexpr (has_stochastic_lanes<C> && std::same_as<T, float>)
+        i = put_stochastic_codes(c, x, b, e, k, words + (b - 4 * block0), w);
+      for (; i < e; ++i)
         w.put(c.encode_value(finite_or_zero(x, i), k, words[i - 4 * block0]));
     }
   }

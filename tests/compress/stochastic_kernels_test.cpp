@@ -1,0 +1,113 @@
+// SPDX-FileCopyrightText: 2026 commpress authors
+// SPDX-License-Identifier: Apache-2.0
+
+// The vector encoders of TernGrad and QSGD (backend/cpu/detail/stochastic_kernels.hpp) against
+// their codecs' scalar encode_value, lane by lane: random inputs and random bits, zeros of both
+// signs, denormals, values near the float maximum, all-zero and tiny groups (the prescaled
+// encoder), and random bits that land exactly on the keep threshold, where the comparison's
+// direction decides the code.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "commpress/backend/cpu/detail/stochastic_kernels.hpp"
+#include "commpress/compress/natural.hpp"
+#include "commpress/core/rng.hpp"
+
+namespace cp = commpress;
+namespace cd = commpress::cpu::detail;
+namespace simd = commpress::cpu::simd;
+
+namespace {
+
+static_assert(cd::has_stochastic_lanes<cp::terngrad>);
+static_assert(cd::has_stochastic_lanes<cp::qsgd<2>> && cd::has_stochastic_lanes<cp::qsgd<4>> &&
+              cd::has_stochastic_lanes<cp::qsgd<8>>);
+static_assert(!cd::has_stochastic_lanes<cp::natural>);
+
+/// Random bits whose uniform_from_bits is exactly p where p is a multiple of 2^-24 in [0, 1).
+std::uint32_t bits_at(float p) {
+  return static_cast<std::uint32_t>(std::ldexp(p, 24)) << 8;
+}
+
+/// Lanes where stochastic_lanes<C>::encode differs from c.encode_value, over inputs x0 (a
+/// multiple of simd::lanes) and scales s, with random bits and bits on the threshold the
+/// scalar code compares against (`threshold(x, k)`). `bounded`: the codec's scale is a norm of
+/// a group holding x, so |x| <= s (inputs beyond it are clamped to it).
+template <class C, class Threshold>
+std::size_t mismatches(const C& c, const std::vector<float>& x0, bool bounded,
+                       Threshold threshold) {
+  std::size_t wrong = 0;
+  for (const float s : {1.0f, 0.37f, 3.0e38f, 1e-30f, 1e-41f, 0.0f}) {
+    const typename C::encoder k = c.make_encoder(s, {});
+    std::vector<float> x = x0;
+    if (bounded)
+      for (float& v : x)
+        v = std::fabs(v) <= s ? v : std::copysign(s, v);
+    for (std::uint32_t round = 0; round < 3; ++round)
+      for (std::size_t i = 0; i + simd::lanes <= x.size(); i += simd::lanes) {
+        std::uint32_t random[simd::lanes], got[simd::lanes];
+        for (std::size_t j = 0; j < simd::lanes; ++j)
+          random[j] = round == 0 ? cp::random_u32(cp::make_rng_key(7, 1), i, j)
+                                 : bits_at(threshold(x[i + j], k)) + (round == 2 ? 256u : 0u);
+        simd::store(got, cd::stochastic_lanes<C>::encode(c, simd::load(x.data() + i), k,
+                                                         simd::load_u32(random)));
+        for (std::size_t j = 0; j < simd::lanes; ++j) {
+          const std::uint32_t want = c.encode_value(x[i + j], k, random[j]);
+          if (got[j] != want) {
+            CAPTURE(x[i + j]);
+            CAPTURE(s);
+            CHECK(got[j] == want);
+            ++wrong;
+          }
+        }
+      }
+  }
+  return wrong;
+}
+
+/// Finite inputs of every kind the encoders see (non-finite elements reach them as 0).
+std::vector<float> inputs() {
+  std::vector<float> x;
+  for (std::uint32_t i = 0; i < 4096; ++i) {
+    const float u = cp::uniform_from_bits(cp::random_u32(cp::make_rng_key(3, 2), 0, i)) - 0.5f;
+    x.push_back(u * std::ldexp(1.0f, static_cast<int>(i % 64) - 32));
+  }
+  for (const float v :
+       {0.0f, -0.0f, 1e-45f, -1e-40f, 1.17549435e-38f, 3.4028235e38f, -3.4028235e38f, 1.0f, -1.0f,
+        0.5f, 0.37f, -0.37f, 0.185f, 2.0f, 127.0f, 1e-30f})
+    x.push_back(v);
+  while (x.size() % simd::lanes != 0)
+    x.push_back(0.25f);
+  return x;
+}
+
+/// The part of p (or of y - floor(y)) below 1, rounded down to a multiple of 2^-24.
+float on_grid(float p) {
+  if (!(p > 0.0f))
+    return 0.0f;
+  const float frac = p - std::floor(p);
+  return std::ldexp(std::floor(std::ldexp(frac, 24)), -24);
+}
+
+} // namespace
+
+TEST_SUITE("compress") {
+  TEST_CASE("stochastic kernels: TernGrad's and QSGD's codes in every lane are encode_value's, "
+            "on and around the keep threshold") {
+    const std::vector<float> x = inputs();
+    const auto terngrad_threshold = [](float v, const cp::scaled::prescaled_ratio& k) {
+      return on_grid(k.of_magnitude(v));
+    };
+    CHECK(mismatches(cp::terngrad{}, x, false, terngrad_threshold) == 0);
+    // TernGrad's clipped scale may be below |x| (kept for sure); QSGD's norm never is.
+    const auto qsgd_threshold = terngrad_threshold; // y - floor(y), the same grid
+    CHECK(mismatches(cp::qsgd<2>{}, x, true, qsgd_threshold) == 0);
+    CHECK(mismatches(cp::qsgd<4>{.levels = 5}, x, true, qsgd_threshold) == 0);
+    CHECK(mismatches(cp::qsgd<8>{}, x, true, qsgd_threshold) == 0);
+    CHECK(mismatches(cp::qsgd<8>{.levels = 1}, x, true, qsgd_threshold) == 0);
+  }
+}
