@@ -13,6 +13,12 @@
 /// is sent, under nonfinite_policy::propagate, as the codec's poisoned scale with all codes 0;
 /// under zero_and_count such an element counts as 0. Decode forms each group's decoder once.
 ///
+/// The element loops run on the vector layer where they can, with the same operations as the
+/// codec's scalar members: fp32 group statistics; minifloat codes (groups of 16 or 32 several to
+/// a call) and the stochastic codes of stochastic_lanes, 64 at a time; and the decode of codes
+/// narrower than a byte or of minifloat codes, 64 at a time. A one-byte scale's encoders and
+/// decoders come from a table of all 256 where a range has many groups.
+///
 /// cpu::par writes the same bytes: groups shorter than a range are encoded in ranges of whole
 /// groups (each range starting on a multiple of 8 elements, so its codes start on a byte);
 /// longer groups (a per-tensor scale) have their largest magnitude reduced over element ranges
