@@ -9,6 +9,7 @@
 /// codes are the same bit for bit. The block-scaled kit (backend/cpu/scaled.hpp) takes
 /// stochastic_lanes<C>::encode, where it is defined, for fp32 runs of whole vectors.
 
+#include <concepts>
 #include <cstdint>
 
 #include "commpress/backend/cpu/detail/simd.hpp"
