@@ -1,11 +1,12 @@
 // SPDX-FileCopyrightText: 2026 commpress authors
 // SPDX-License-Identifier: Apache-2.0
 
-// The vector encoders of TernGrad and QSGD (backend/cpu/detail/stochastic_kernels.hpp) against
-// their codecs' scalar encode_value, lane by lane: random inputs and random bits, zeros of both
-// signs, denormals, values near the float maximum, all-zero and tiny groups (the prescaled
-// encoder), and random bits that land exactly on the keep threshold, where the comparison's
-// direction decides the code.
+// The vector encoders of TernGrad, QSGD and natural compression
+// (backend/cpu/detail/stochastic_kernels.hpp) against their codecs' scalar encode_value, lane by
+// lane: random inputs and random bits, zeros of both signs, denormals, values near the float
+// maximum, all-zero and tiny groups (the prescaled encoder), groups across natural's whole
+// exponent range, and random bits that land exactly on the keep or round-up threshold, where the
+// comparison's direction decides the code.
 
 #include <doctest/doctest.h>
 
@@ -26,7 +27,7 @@ namespace {
 static_assert(cd::has_stochastic_lanes<cp::terngrad>);
 static_assert(cd::has_stochastic_lanes<cp::qsgd<2>> && cd::has_stochastic_lanes<cp::qsgd<4>> &&
               cd::has_stochastic_lanes<cp::qsgd<8>>);
-static_assert(!cd::has_stochastic_lanes<cp::natural>);
+static_assert(cd::has_stochastic_lanes<cp::natural>);
 
 /// Random bits whose uniform_from_bits is exactly p where p is a multiple of 2^-24 in [0, 1).
 std::uint32_t bits_at(float p) {
@@ -93,6 +94,44 @@ float on_grid(float p) {
   return std::ldexp(std::floor(std::ldexp(frac, 24)), -24);
 }
 
+/// Random bits on natural's threshold for |x| in a group whose top exponent is top, and one
+/// step either side (`step` -1, 0 or 1), from x's value rather than its bits: at and above
+/// 2^(top - 126) the fraction f of |x| = (1 + f) 2^a as 23 bits (the round-up threshold),
+/// below it |x| / 2^(top - 126) as 24 bits (the keep threshold).
+std::uint32_t natural_threshold_bits(float x, int top, int step) {
+  const double magnitude = std::fabs(static_cast<double>(x));
+  if (magnitude == 0.0)
+    return 0;
+  const int lowest = top - 126;
+  int e = 0;
+  const double m = std::frexp(magnitude, &e); // magnitude = m 2^e, m in [0.5, 1)
+  if (e - 1 >= lowest) {
+    const auto fraction = static_cast<std::uint32_t>(std::ldexp(2.0 * m - 1.0, 23));
+    return (fraction << 9) + static_cast<std::uint32_t>(step * 512);
+  }
+  const auto threshold = static_cast<std::uint32_t>(std::floor(std::ldexp(magnitude, 24 - lowest)));
+  return (threshold << 8) + static_cast<std::uint32_t>(step * 256);
+}
+
+/// Inputs of a natural group with top exponent top: inputs() brought below 2^top, and the
+/// values around the bottom of its range, 2^(top - 126).
+std::vector<float> natural_inputs(const std::vector<float>& x0, int top) {
+  std::vector<float> x;
+  for (const float v : x0) {
+    const float scaled = std::ldexp(v, top - 32);
+    x.push_back(std::fabs(scaled) < std::ldexp(1.0f, top) ? scaled : std::ldexp(1.5f, top - 1));
+  }
+  const int lowest = top - 126;
+  for (const double v : {1.0, 1.5, 1.999, 0.75, 0.5, 0x1p-23, 0x1p-24, 0x1p-25, 0x1.8p-30})
+    for (const double sign : {1.0, -1.0})
+      x.push_back(static_cast<float>(sign * std::ldexp(v, lowest)));
+  for (const float v : {1e-45f, -3e-45f, 1e-40f, 1.17549421e-38f})
+    x.push_back(v);
+  while (x.size() % simd::lanes != 0)
+    x.push_back(0.0f);
+  return x;
+}
+
 } // namespace
 
 TEST_SUITE("compress") {
@@ -109,5 +148,39 @@ TEST_SUITE("compress") {
     CHECK(mismatches(cp::qsgd<4>{.levels = 5}, x, true, qsgd_threshold) == 0);
     CHECK(mismatches(cp::qsgd<8>{}, x, true, qsgd_threshold) == 0);
     CHECK(mismatches(cp::qsgd<8>{.levels = 1}, x, true, qsgd_threshold) == 0);
+  }
+
+  TEST_CASE("stochastic kernels: natural compression's codes in every lane are encode_value's, "
+            "across the exponent range and on the round-up and keep thresholds") {
+    const cp::natural c{};
+    std::size_t wrong = 0, kept_below = 0, dropped_below = 0;
+    for (const int top : {-127, -126, -120, -60, -1, 0, 1, 3, 60, 100, 125, 126, 127}) {
+      const std::vector<float> x = natural_inputs(inputs(), top);
+      for (int round = 0; round < 4; ++round)
+        for (std::size_t i = 0; i + simd::lanes <= x.size(); i += simd::lanes) {
+          std::uint32_t random[simd::lanes], got[simd::lanes];
+          for (std::size_t j = 0; j < simd::lanes; ++j)
+            random[j] = round == 0 ? cp::random_u32(cp::make_rng_key(5, 3), i, j)
+                                   : natural_threshold_bits(x[i + j], top, round - 2);
+          simd::store(got, cd::stochastic_lanes<cp::natural>::encode(c, simd::load(x.data() + i),
+                                                                     top, simd::load_u32(random)));
+          for (std::size_t j = 0; j < simd::lanes; ++j) {
+            const std::uint32_t want = c.encode_value(x[i + j], top, random[j]);
+            if (x[i + j] != 0.0f && std::fabs(x[i + j]) < std::ldexp(1.0, top - 126))
+              ++(want != 0 ? kept_below : dropped_below);
+            if (got[j] != want) {
+              CAPTURE(x[i + j]);
+              CAPTURE(top);
+              CAPTURE(random[j]);
+              CHECK(got[j] == want);
+              ++wrong;
+            }
+          }
+        }
+    }
+    CHECK(wrong == 0);
+    // Both outcomes below the range were reached.
+    CHECK(kept_below > 50);
+    CHECK(dropped_below > 50);
   }
 }

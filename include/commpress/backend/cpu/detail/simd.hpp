@@ -14,12 +14,12 @@
 ///   `vh` (16-bit codes, one per lane), `b64` (the 8-bit codes of 64 elements), and for
 ///   Philox `vq` (`lanes64` 64-bit lanes, `philox_vectors` of them in flight per step);
 /// - memory: load, load_u32, gather (from a table), store, stream (non-temporal), store_where
-/// (masked), prefetch,
-///   store_fence;
+///   (masked), prefetch, store_fence;
 /// - fp32: add, sub, mul, min and max (x86 semantics: the second operand where either is NaN,
 ///   as the scalar `a < b ? a : b`), select(m, a, b) = m ? a : b, clear(m, a), bits, from_bits,
 ///   trunc_i32, to_float_i32;
-/// - integers: add_u32, sub_u32, and_u32, or_u32, xor_u32, srl<N>, sll<N>, max/min u32 and i32;
+/// - integers: add_u32, sub_u32, and_u32, or_u32, xor_u32, srl<N>, sll<N>, srl_by(a, count)
+///   (a per-lane shift, 0 where the count is 32 or more), max/min u32 and i32;
 /// - masks: lt, gt, is_nan (fp32); lt/le/gt/ge/eq_u32, gt_i32; and_mask, or_mask, no_lanes,
 ///   all_lanes, mask_bits (lane j as bit j), count, any, count_lanes (per-lane counters);
 /// - reductions: reduce_max/min_u32, reduce_max/min_i32, reduce_add_u32;

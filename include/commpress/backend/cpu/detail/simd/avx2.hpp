@@ -138,6 +138,9 @@ COMMPRESS_FORCEINLINE vu xor_u32(vu a, vu b) {
 template <unsigned N> COMMPRESS_FORCEINLINE vu srl(vu a) {
   return {_mm256_srli_epi32(a.v, N)};
 }
+COMMPRESS_FORCEINLINE vu srl_by(vu a, vu count) {
+  return {_mm256_srlv_epi32(a.v, count.v)};
+}
 template <unsigned N> COMMPRESS_FORCEINLINE vu sll(vu a) {
   return {_mm256_slli_epi32(a.v, N)};
 }

@@ -212,6 +212,11 @@ template <unsigned N> COMMPRESS_FORCEINLINE vu srl(vu a) {
   COMMPRESS_SIMD_LANES(r, a.v[j] >> N);
   return r;
 }
+COMMPRESS_FORCEINLINE vu srl_by(vu a, vu count) {
+  vu r;
+  COMMPRESS_SIMD_LANES(r, count.v[j] < 32 ? a.v[j] >> count.v[j] : 0u);
+  return r;
+}
 template <unsigned N> COMMPRESS_FORCEINLINE vu sll(vu a) {
   vu r;
   COMMPRESS_SIMD_LANES(r, a.v[j] << N);
