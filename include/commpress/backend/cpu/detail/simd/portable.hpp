@@ -5,9 +5,9 @@
 /// @file
 /// The vector layer in plain C++: a vector is an array of 16 lanes and every operation a loop
 /// over them, which the compiler vectorizes for whatever its flags enable (SSE2 on x86-64,
-/// NEON on AArch64); min, max and trunc_i32 are SSE2 instructions where it is there. Masks are
-/// all-ones lanes, as on AVX2, so selects are bit operations and vectorize too. Included by
-/// backend/cpu/detail/simd.hpp, which documents the operations.
+/// NEON on AArch64); min, max, trunc_i32 and Philox's 64-bit lanes are SSE2 instructions where
+/// it is there. Masks are all-ones lanes, as on AVX2, so selects are bit operations and
+/// vectorize too. Included by backend/cpu/detail/simd.hpp, which documents the operations.
 
 #include <bit>
 #include <cstddef>
@@ -547,6 +547,56 @@ COMMPRESS_FORCEINLINE unsigned compress_store_exact(void* dst, vm m, vu a) {
 }
 
 // --- 64-bit lanes: Philox --------------------------------------------------------------------
+#if defined(COMMPRESS_SIMD_SSE2)
+// Two 64-bit lanes per register, four per vq, two vq in flight: pmuludq is mul_low32 itself,
+// and a step's state fits the 16 registers (the lane loops below spill their 32 scalar words).
+struct vq {
+  __m128i lo, hi; ///< lanes 0-1, lanes 2-3
+};
+inline constexpr std::size_t lanes64 = 4;
+inline constexpr std::size_t philox_vectors = 2;
+
+COMMPRESS_FORCEINLINE vq splat_u64(std::uint64_t x) {
+  const __m128i v = _mm_set1_epi64x(static_cast<long long>(x));
+  return {v, v};
+}
+COMMPRESS_FORCEINLINE vq splat_halves(std::uint32_t x) {
+  return splat_u64(std::uint64_t{x} << 32 | x);
+}
+COMMPRESS_FORCEINLINE vq lane_index64() {
+  return {_mm_set_epi64x(1, 0), _mm_set_epi64x(3, 2)};
+}
+COMMPRESS_FORCEINLINE vq add_u64(vq a, vq b) {
+  return {_mm_add_epi64(a.lo, b.lo), _mm_add_epi64(a.hi, b.hi)};
+}
+COMMPRESS_FORCEINLINE vq high_half(vq a) {
+  return {_mm_srli_epi64(a.lo, 32), _mm_srli_epi64(a.hi, 32)};
+}
+COMMPRESS_FORCEINLINE vq mul_low32(vq a, vq b) {
+  return {_mm_mul_epu32(a.lo, b.lo), _mm_mul_epu32(a.hi, b.hi)};
+}
+COMMPRESS_FORCEINLINE vq swap_halves(vq a) {
+  return {_mm_shuffle_epi32(a.lo, 0xb1), _mm_shuffle_epi32(a.hi, 0xb1)};
+}
+COMMPRESS_FORCEINLINE vq xor3(vq a, vq b, vq c) {
+  return {_mm_xor_si128(_mm_xor_si128(a.lo, b.lo), c.lo),
+          _mm_xor_si128(_mm_xor_si128(a.hi, b.hi), c.hi)};
+}
+/// The low halves of two lanes of c0..c3 as the words of two blocks.
+COMMPRESS_FORCEINLINE void store_two_blocks(__m128i c0, __m128i c1, __m128i c2, __m128i c3,
+                                            std::uint32_t* w) {
+  const __m128i lane0_01 = _mm_unpacklo_epi32(c0, c1); // c0[0], c1[0], (high halves)
+  const __m128i lane1_01 = _mm_unpackhi_epi32(c0, c1);
+  const __m128i lane0_23 = _mm_unpacklo_epi32(c2, c3);
+  const __m128i lane1_23 = _mm_unpackhi_epi32(c2, c3);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(w), _mm_unpacklo_epi64(lane0_01, lane0_23));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(w + 4), _mm_unpacklo_epi64(lane1_01, lane1_23));
+}
+COMMPRESS_FORCEINLINE void store_blocks(vq c0, vq c1, vq c2, vq c3, std::uint32_t* w) {
+  store_two_blocks(c0.lo, c1.lo, c2.lo, c3.lo, w);
+  store_two_blocks(c0.hi, c1.hi, c2.hi, c3.hi, w + 8);
+}
+#else
 struct vq {
   std::uint64_t v[8];
 };
@@ -603,6 +653,8 @@ COMMPRESS_FORCEINLINE void store_blocks(vq c0, vq c1, vq c2, vq c3, std::uint32_
     w[4 * j + 3] = static_cast<std::uint32_t>(c3.v[j]);
   }
 }
+
+#endif
 
 #undef COMMPRESS_SIMD_LANES64
 #undef COMMPRESS_SIMD_LANES
