@@ -21,6 +21,7 @@
 
 #include "commpress/backend/cpu/cast.hpp"
 #include "commpress/backend/cpu/detail/philox.hpp"
+#include "commpress/backend/cpu/detail/reduce.hpp"
 #include "commpress/backend/cpu/quantize.hpp"
 #include "commpress/backend/cpu/sign.hpp"
 #include "commpress/backend/cpu/top_k.hpp"
@@ -375,6 +376,45 @@ TEST_SUITE("compress") {
         mismatches += cp::detail::unpack_one(body + 4, i, 1) != (x[i] < 0.0f ? 1u : 0u);
       CHECK(mismatches == 0);
     }
+  }
+
+  TEST_CASE("canonical sums: the fp64-vector sums of squares equal canonical_sum and "
+            "canonical_chunked_sum bit for bit, partial rows and chunks, NaN/Inf as 0") {
+    const std::size_t most = 3 * cp::canonical_chunk + 77;
+    std::vector<float> x = sample(most, 9);
+    // Magnitudes spread over 2^+-20, so that additions in another order round differently; a
+    // denormal, and the float maximum last (its square is finite in double, and dominates only
+    // the sums that reach it).
+    for (std::size_t i = 0; i < most; i += 7)
+      x[i] = std::ldexp(x[i], static_cast<int>(i % 41) - 20);
+    x[41] = -1e-45f;
+    x[most - 1] = 3.4028235e38f;
+    x[100] = std::numeric_limits<float>::infinity();
+    x[cp::canonical_chunk + 3] = std::numeric_limits<float>::quiet_NaN();
+    const auto term = [&](std::size_t first) {
+      return [&x, first](std::uint64_t i) {
+        const float v = x[first + i];
+        return std::isfinite(v) ? static_cast<double>(v) * v : 0.0;
+      };
+    };
+    using square = cp::cpu::detail::finite_square;
+    std::size_t mismatches = 0, lengths = 0;
+    for (const std::size_t first : {std::size_t{0}, std::size_t{5}})
+      for (const std::size_t m :
+           {std::size_t{0}, std::size_t{1}, std::size_t{31}, std::size_t{32}, std::size_t{33},
+            std::size_t{95}, std::size_t{1000}, cp::canonical_chunk - 1, cp::canonical_chunk,
+            cp::canonical_chunk + 1, most - first}) {
+        const double want_one = cp::canonical_sum(m, term(first));
+        const double got_one = cp::cpu::detail::canonical_sum_f32<square>(x.data() + first, m);
+        const double want = cp::canonical_chunked_sum(m, term(first));
+        const double got = cp::cpu::detail::canonical_chunked_sum_f32<square>(
+            x.data() + first, m, {x.data() + first, x.data() + most});
+        mismatches += std::memcmp(&want_one, &got_one, 8) != 0;
+        mismatches += std::memcmp(&want, &got, 8) != 0;
+        ++lengths;
+      }
+    CHECK(lengths == 22);
+    CHECK(mismatches == 0);
   }
 
   TEST_CASE("cast: bodies streamed out and hashed from registers equal the per-element "

@@ -103,15 +103,17 @@ template <element T> prefetch_stream ahead_of(const T* x, std::uint64_t first, s
 
 /// x[i] * x[i] in double (exact), 0 for a non-finite element: a term of a group's norm.
 template <element T> COMMPRESS_FORCEINLINE double square_term(const T* x, std::uint64_t i) {
-  const float v = to_float(x[i]);
-  return commpress::detail::is_finite(v) ? static_cast<double>(v) * v : 0.0;
+  return finite_square::of(to_float(x[i]));
 }
 
 /// The canonical sum of the square terms of x[first, first + m): one chunk of
 /// canonical_chunked_sum.
 template <element T>
 double chunk_sum_of_squares(const T* COMMPRESS_RESTRICT x, std::uint64_t first, std::uint64_t m) {
-  return canonical_sum(m, [&](std::uint64_t i) { return square_term(x, first + i); });
+  if constexpr (std::same_as<T, float>)
+    return canonical_sum_f32<finite_square>(x + first, m);
+  else
+    return canonical_sum(m, [&](std::uint64_t i) { return square_term(x, first + i); });
 }
 
 /// The group_statistics of x[first, last) with statistics st, as codec C needs them.
@@ -119,9 +121,14 @@ template <class C, element T>
 group_statistics group_statistics_of(const C& c, const T* x, std::uint64_t first,
                                      std::uint64_t last, const statistics& st) {
   group_statistics g{.amax = st.amax(), .count = last - first};
-  if (c.needs_norm())
-    g.l2_norm = scaled::l2_norm_from_sum(canonical_chunked_sum(
-        last - first, [&](std::uint64_t i) { return square_term(x, first + i); }));
+  if (c.needs_norm()) {
+    if constexpr (std::same_as<T, float>)
+      g.l2_norm = scaled::l2_norm_from_sum(canonical_chunked_sum_f32<finite_square>(
+          x + first, last - first, ahead_of(x, first, last)));
+    else
+      g.l2_norm = scaled::l2_norm_from_sum(canonical_chunked_sum(
+          last - first, [&](std::uint64_t i) { return square_term(x, first + i); }));
+  }
   return g;
 }
 

@@ -6,14 +6,17 @@
 /// The group statistics of the CPU kernels: the largest magnitude, and the least and greatest
 /// value, as reductions of the bit patterns. Integer max and min reductions vectorize on every
 /// instruction set, where a float `a > m ? a : m` reduction is left scalar by GCC; for
-/// non-negative floats the unsigned order of the bits is the value order.
+/// non-negative floats the unsigned order of the bits is the value order. And the canonical
+/// sums of core/canonical_sum.hpp over fp32 elements, their 32 lanes held in fp64 vectors.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "commpress/backend/cpu/detail/prefetch.hpp"
 #include "commpress/backend/cpu/detail/simd.hpp"
+#include "commpress/core/canonical_sum.hpp"
 #include "commpress/core/config.hpp"
 #include "commpress/core/math.hpp"
 
@@ -99,6 +102,61 @@ COMMPRESS_CPU_REDUCTION value_range_result value_range(const float* COMMPRESS_RE
   const bool some_negative = lo_s < 0;
   return {finite, commpress::detail::bits_to_float(some_negative ? hi_u : lo_u),
           commpress::detail::bits_to_float(hi_s >= 0 ? static_cast<std::uint32_t>(hi_s) : lo_u)};
+}
+
+/// A term of a canonical sum over fp32 elements: x * x in double (exact), 0 for NaN or Inf.
+/// `screen` and `widened` compute it on lanes in two steps, before and after the widening to
+/// fp64; `of` computes it for one element, the same value.
+struct finite_square {
+  static COMMPRESS_FORCEINLINE simd::vf screen(simd::vf v) {
+    return simd::clear(simd::nonfinite(v), v);
+  }
+  static COMMPRESS_FORCEINLINE simd::vd widened(simd::vd d) { return simd::mul_f64(d, d); }
+  static COMMPRESS_FORCEINLINE double of(float x) {
+    return commpress::detail::is_finite(x) ? static_cast<double>(x) * x : 0.0;
+  }
+};
+
+/// canonical_sum of Term::of(x[i]) over x[0..m). Each row of 32 elements adds to the 32 lanes
+/// at once, lane j taking element j of the row: the additions of the canonical order, lane by
+/// lane in increasing i, so the same bits; the last partial row goes lane by lane. Calls
+/// prefetch(i) once per 16 elements.
+template <class Term>
+double canonical_sum_f32(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
+                         prefetch_stream prefetch = {}) {
+  using namespace simd;
+  constexpr std::size_t row_vectors = canonical_lanes / lanes_f64;
+  vd lanes_of_row[row_vectors];
+  for (vd& l : lanes_of_row)
+    l = zero_f64();
+  std::uint64_t i = 0;
+  for (; m - i >= canonical_lanes; i += canonical_lanes) {
+    prefetch(i);
+    prefetch(i + 16);
+    for (std::size_t q = 0; q < canonical_lanes / lanes; ++q) {
+      const vf v = Term::screen(load(x + i + q * lanes));
+      lanes_of_row[2 * q] = add_f64(lanes_of_row[2 * q], Term::widened(widen_low(v)));
+      lanes_of_row[2 * q + 1] = add_f64(lanes_of_row[2 * q + 1], Term::widened(widen_high(v)));
+    }
+  }
+  double lane[canonical_lanes];
+  for (std::size_t k = 0; k < row_vectors; ++k)
+    store(lane + k * lanes_f64, lanes_of_row[k]);
+  for (std::uint64_t j = 0; i + j < m; ++j)
+    lane[j] += Term::of(x[i + j]);
+  return commpress::detail::fold_lanes(lane);
+}
+
+/// canonical_chunked_sum of Term::of(x[i]) over x[0..m): the chunks' canonical_sum_f32, summed
+/// in the canonical order. Calls prefetch(i) once per 16 elements.
+template <class Term>
+double canonical_chunked_sum_f32(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
+                                 prefetch_stream prefetch = {}) {
+  double lane[canonical_lanes] = {};
+  for (std::uint64_t first = 0, c = 0; first < m; first += canonical_chunk, ++c)
+    lane[c % canonical_lanes] += canonical_sum_f32<Term>(
+        x + first, std::min(m - first, canonical_chunk), prefetch.from(first));
+  return commpress::detail::fold_lanes(lane);
 }
 
 } // namespace commpress::cpu::detail

@@ -29,6 +29,9 @@
 ///   narrow_u16, splat_u16, select and store of vh, load_u16, and where COMMPRESS_SIMD_F16C is
 ///   defined half_bits / from_half (hardware fp16 conversion);
 /// - compaction: compress_store (all lanes written), compress_store_exact;
+/// - fp64 lanes for canonical sums: `vd` (`lanes_f64` = lanes / 2 doubles), zero_f64,
+///   widen_low / widen_high (an fp32 vector's first or second half, exactly), add_f64, mul_f64,
+///   store;
 /// - Philox lanes: splat_u64, splat_halves, lane_index64, add_u64, high_half, mul_low32,
 ///   swap_halves, xor3, store_blocks.
 
@@ -47,6 +50,7 @@ namespace commpress::cpu::simd {
 /// Vectors of fp32 lanes that hold the codes of 64 elements.
 inline constexpr std::size_t vectors_per_64 = 64 / lanes;
 static_assert(64 % lanes == 0 && lanes % 8 == 0, "commpress: 8 | lanes | 64");
+static_assert(2 * lanes_f64 == lanes, "commpress: an fp32 vector widens to two fp64 vectors");
 
 /// |x| bit patterns (the sign cleared): for floats, NaN and Inf included, their order as
 /// unsigned (or, all being below 2^31, signed) integers is the magnitude order.

@@ -415,6 +415,31 @@ COMMPRESS_FORCEINLINE unsigned compress_store_exact(void* dst, vm m, vu a) {
   return k;
 }
 
+// --- fp64 lanes: canonical sums --------------------------------------------------------------
+struct vd {
+  __m256d v;
+};
+inline constexpr std::size_t lanes_f64 = 4;
+
+COMMPRESS_FORCEINLINE vd zero_f64() {
+  return {_mm256_setzero_pd()};
+}
+COMMPRESS_FORCEINLINE vd widen_low(vf a) {
+  return {_mm256_cvtps_pd(_mm256_castps256_ps128(a.v))};
+}
+COMMPRESS_FORCEINLINE vd widen_high(vf a) {
+  return {_mm256_cvtps_pd(_mm256_extractf128_ps(a.v, 1))};
+}
+COMMPRESS_FORCEINLINE vd add_f64(vd a, vd b) {
+  return {_mm256_add_pd(a.v, b.v)};
+}
+COMMPRESS_FORCEINLINE vd mul_f64(vd a, vd b) {
+  return {_mm256_mul_pd(a.v, b.v)};
+}
+COMMPRESS_FORCEINLINE void store(double* p, vd a) {
+  _mm256_storeu_pd(p, a.v);
+}
+
 // --- 64-bit lanes: Philox --------------------------------------------------------------------
 /// Four 64-bit lanes; vpmuludq gives a whole 32 x 32 -> 64-bit product of the low halves.
 struct vq {

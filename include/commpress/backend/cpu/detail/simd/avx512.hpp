@@ -364,6 +364,31 @@ COMMPRESS_FORCEINLINE unsigned compress_store_exact(void* dst, vm m, vu a) {
   return k;
 }
 
+// --- fp64 lanes: canonical sums --------------------------------------------------------------
+struct vd {
+  __m512d v;
+};
+inline constexpr std::size_t lanes_f64 = 8;
+
+COMMPRESS_FORCEINLINE vd zero_f64() {
+  return {_mm512_setzero_pd()};
+}
+COMMPRESS_FORCEINLINE vd widen_low(vf a) {
+  return {_mm512_cvtps_pd(_mm512_castps512_ps256(a.v))};
+}
+COMMPRESS_FORCEINLINE vd widen_high(vf a) {
+  return {_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1)))};
+}
+COMMPRESS_FORCEINLINE vd add_f64(vd a, vd b) {
+  return {_mm512_add_pd(a.v, b.v)};
+}
+COMMPRESS_FORCEINLINE vd mul_f64(vd a, vd b) {
+  return {_mm512_mul_pd(a.v, b.v)};
+}
+COMMPRESS_FORCEINLINE void store(double* p, vd a) {
+  _mm512_storeu_pd(p, a.v);
+}
+
 // --- 64-bit lanes: Philox --------------------------------------------------------------------
 /// Eight 64-bit lanes. One vpmuludq gives a whole 32 x 32 -> 64-bit product of the low halves.
 struct vq {

@@ -546,6 +546,80 @@ COMMPRESS_FORCEINLINE unsigned compress_store_exact(void* dst, vm m, vu a) {
   return k;
 }
 
+// --- fp64 lanes: canonical sums --------------------------------------------------------------
+#if defined(COMMPRESS_SIMD_SSE2)
+// Written out in SSE2, as GCC leaves these conversions scalar where they are inlined.
+struct vd {
+  __m128d v[4];
+};
+inline constexpr std::size_t lanes_f64 = 8;
+
+COMMPRESS_FORCEINLINE vd zero_f64() {
+  const __m128d z = _mm_setzero_pd();
+  return {{z, z, z, z}};
+}
+COMMPRESS_FORCEINLINE vd widen_at(const vf& a, std::size_t first) {
+  const __m128 q0 = _mm_loadu_ps(a.v + first);
+  const __m128 q1 = _mm_loadu_ps(a.v + first + 4);
+  return {{_mm_cvtps_pd(q0), _mm_cvtps_pd(_mm_movehl_ps(q0, q0)), _mm_cvtps_pd(q1),
+           _mm_cvtps_pd(_mm_movehl_ps(q1, q1))}};
+}
+COMMPRESS_FORCEINLINE vd widen_low(vf a) {
+  return widen_at(a, 0);
+}
+COMMPRESS_FORCEINLINE vd widen_high(vf a) {
+  return widen_at(a, lanes_f64);
+}
+COMMPRESS_FORCEINLINE vd add_f64(vd a, vd b) {
+  return {{_mm_add_pd(a.v[0], b.v[0]), _mm_add_pd(a.v[1], b.v[1]), _mm_add_pd(a.v[2], b.v[2]),
+           _mm_add_pd(a.v[3], b.v[3])}};
+}
+COMMPRESS_FORCEINLINE vd mul_f64(vd a, vd b) {
+  return {{_mm_mul_pd(a.v[0], b.v[0]), _mm_mul_pd(a.v[1], b.v[1]), _mm_mul_pd(a.v[2], b.v[2]),
+           _mm_mul_pd(a.v[3], b.v[3])}};
+}
+COMMPRESS_FORCEINLINE void store(double* p, vd a) {
+  for (std::size_t q = 0; q < 4; ++q)
+    _mm_storeu_pd(p + 2 * q, a.v[q]);
+}
+#else
+struct vd {
+  double v[8];
+};
+inline constexpr std::size_t lanes_f64 = 8;
+
+COMMPRESS_FORCEINLINE vd zero_f64() {
+  return {};
+}
+COMMPRESS_FORCEINLINE vd widen_low(vf a) {
+  vd r;
+  for (std::size_t j = 0; j < lanes_f64; ++j)
+    r.v[j] = a.v[j];
+  return r;
+}
+COMMPRESS_FORCEINLINE vd widen_high(vf a) {
+  vd r;
+  for (std::size_t j = 0; j < lanes_f64; ++j)
+    r.v[j] = a.v[lanes_f64 + j];
+  return r;
+}
+COMMPRESS_FORCEINLINE vd add_f64(vd a, vd b) {
+  vd r;
+  for (std::size_t j = 0; j < lanes_f64; ++j)
+    r.v[j] = a.v[j] + b.v[j];
+  return r;
+}
+COMMPRESS_FORCEINLINE vd mul_f64(vd a, vd b) {
+  vd r;
+  for (std::size_t j = 0; j < lanes_f64; ++j)
+    r.v[j] = a.v[j] * b.v[j];
+  return r;
+}
+COMMPRESS_FORCEINLINE void store(double* p, vd a) {
+  std::memcpy(p, a.v, sizeof a.v);
+}
+#endif
+
 // --- 64-bit lanes: Philox --------------------------------------------------------------------
 #if defined(COMMPRESS_SIMD_SSE2)
 // Two 64-bit lanes per register, four per vq, two vq in flight: pmuludq is mul_low32 itself,
