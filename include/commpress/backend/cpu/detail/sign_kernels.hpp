@@ -12,6 +12,7 @@
 
 #include "commpress/backend/cpu/detail/prefetch.hpp"
 #include "commpress/backend/cpu/detail/simd.hpp"
+#include "commpress/core/canonical_sum.hpp"
 #include "commpress/core/config.hpp"
 #include "commpress/core/math.hpp"
 
@@ -29,18 +30,11 @@ template <bool Rms, bool Zero>
 double sign_group(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
                   unsigned char* COMMPRESS_RESTRICT bits, std::size_t& bad,
                   prefetch_stream prefetch = {}) {
-  constexpr std::uint64_t chunk = 32768; // canonical_chunk
-  const auto tree = [](double(&lane)[32]) {
-    for (unsigned w = 16; w > 0; w /= 2)
-      for (unsigned j = 0; j < w; ++j)
-        lane[j] += lane[j + w];
-    return lane[0];
-  };
   double outer[32] = {};
   std::uint64_t chunks = 0;
   std::uint32_t nonfinite = 0;
-  for (std::uint64_t first = 0; first < m; first += chunk, ++chunks) {
-    const std::uint64_t len = m - first < chunk ? m - first : chunk;
+  for (std::uint64_t first = 0; first < m; first += canonical_chunk, ++chunks) {
+    const std::uint64_t len = m - first < canonical_chunk ? m - first : canonical_chunk;
     const float* p = x + first;
     unsigned char* out = bits + first / 8;
     double lane[32] = {};
@@ -84,10 +78,10 @@ double sign_group(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
       }
       out[i / 8] = static_cast<unsigned char>(byte);
     }
-    outer[chunks % 32] += tree(lane);
+    outer[chunks % 32] += commpress::detail::fold_lanes(lane);
   }
   bad += nonfinite;
-  return tree(outer);
+  return commpress::detail::fold_lanes(outer);
 }
 
 /// The values of the elements [first, last) of one group, bit i of the stream `bits` (LSB
