@@ -5,9 +5,10 @@
 /// @file
 /// The vector layer in plain C++: a vector is an array of 16 lanes and every operation a loop
 /// over them, which the compiler vectorizes for whatever its flags enable (SSE2 on x86-64,
-/// NEON on AArch64); min, max, trunc_i32 and Philox's 64-bit lanes are SSE2 instructions where
-/// it is there. Masks are all-ones lanes, as on AVX2, so selects are bit operations and
-/// vectorize too. Included by backend/cpu/detail/simd.hpp, which documents the operations.
+/// NEON on AArch64); min, max, trunc_i32, non-temporal stores, the fp64 lanes and Philox's
+/// 64-bit lanes are SSE2 instructions where it is there. Masks are all-ones lanes, as on AVX2, so
+/// selects are bit operations and vectorize too. Included by backend/cpu/detail/simd.hpp, which
+/// documents the operations.
 
 #include <bit>
 #include <cstddef>
@@ -70,7 +71,12 @@ COMMPRESS_FORCEINLINE void store(void* p, vu a) {
   std::memcpy(p, a.v, sizeof a.v);
 }
 COMMPRESS_FORCEINLINE void stream(float* p, vf a) {
+#if defined(COMMPRESS_SIMD_SSE2)
+  for (std::size_t q = 0; q < 4; ++q)
+    _mm_stream_ps(p + 4 * q, _mm_loadu_ps(a.v + 4 * q));
+#else
   store(p, a);
+#endif
 }
 COMMPRESS_FORCEINLINE void store_where(float* p, vm m, vf a) {
   vu old = load_u32(p);
@@ -741,6 +747,10 @@ COMMPRESS_FORCEINLINE void prefetch(const void* p) {
   (void)p;
 #endif
 }
-COMMPRESS_FORCEINLINE void store_fence() {}
+COMMPRESS_FORCEINLINE void store_fence() {
+#if defined(COMMPRESS_SIMD_SSE2)
+  _mm_sfence();
+#endif
+}
 
 } // namespace commpress::cpu::simd
