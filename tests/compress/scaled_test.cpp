@@ -266,6 +266,43 @@ TEST_SUITE("compress") {
     });
   }
 
+  TEST_CASE("scaled: decode_accumulate adds weight * value rounded once, NaN canonical; a large "
+            "output on a cache line (non-temporal stores) gets the values of any other") {
+    for_each_scaled_config([&](const auto& c) {
+      const std::size_t n = 4099;
+      std::vector<float> x = sample(n, 5, true);
+      x[700] = quiet_nan; // a poisoned group: NaN values
+      const auto p = encode_vec(cp::cpu::seq, c, x);
+      const auto y = decode_vec(cp::cpu::seq, c, p, n);
+      std::vector<float> acc = sample(n, 6);
+      for (std::size_t i = 3; i < n; i += 101) // NaN accumulators with payloads
+        acc[i] = cp::detail::bits_to_float(i % 2 ? 0x7fa00001u : 0xffc00123u);
+      std::vector<float> want(n);
+      for (std::size_t i = 0; i < n; ++i)
+        want[i] = cp::detail::add_rn(acc[i], cp::detail::mul_rn(0.75f, y[i]));
+      cp::decode_accumulate(cp::cpu::seq, c, std::span<const std::byte>(p), std::span(acc), 0.75f);
+      CHECK(std::memcmp(acc.data(), want.data(), 4 * n) == 0);
+    });
+    // Outputs of at least streaming_store_min_bytes: one on a cache line and one off it.
+    const auto large = [](const auto& c) {
+      const std::size_t n = cp::cpu::detail::streaming_store_min_bytes / 4 + 77;
+      const std::vector<float> x = sample(n, 8);
+      const auto p = encode_vec(cp::cpu::seq, c, x);
+      std::vector<float> buffer(2 * n + 32, 42.0f);
+      float* aligned = buffer.data();
+      while (reinterpret_cast<std::uintptr_t>(aligned) % 64 != 0)
+        ++aligned;
+      const std::span<float> on_line(aligned, n), off_line(aligned + n + 1, n);
+      cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), on_line);
+      cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), off_line);
+      CHECK(std::memcmp(on_line.data(), off_line.data(), 4 * n) == 0);
+      CHECK(on_line[n - 1] != 42.0f);
+    };
+    large(cp::mxfp4{});
+    large(cp::qsgd<4>{});
+    large(cp::fp8{});
+  }
+
   TEST_CASE("scaled: roundtrip is decode(encode(x))") {
     for_each_scaled_config([&](const auto& c) {
       std::vector<float> x = sample(300, 11, true);

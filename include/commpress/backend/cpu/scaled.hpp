@@ -38,6 +38,7 @@
 #include "commpress/backend/cpu/detail/minifloat_kernels.hpp"
 #include "commpress/backend/cpu/detail/parallel.hpp"
 #include "commpress/backend/cpu/detail/philox.hpp"
+#include "commpress/backend/cpu/detail/prefetch.hpp"
 #include "commpress/backend/cpu/detail/reduce.hpp"
 #include "commpress/backend/cpu/detail/stochastic_kernels.hpp"
 #include "commpress/backend/cpu/policy.hpp"
@@ -471,10 +472,12 @@ std::size_t encode_groups(const C& c, nonfinite_policy policy, const random_sour
 }
 
 /// The values of elements [first, last) of the decoded body (first a multiple of 8), in
-/// order, as put(i, value).
-template <class C, class Put>
+/// order: runs of 64 decoded together as put_64(i, values) for elements [i, i + 64) (values:
+/// 64 floats on a cache line; i - first a multiple of 64), the others as put(i, value).
+template <class C, class Put, class Put64>
 COMMPRESS_FORCEINLINE void for_each_value(const C& c, const layout<C, const unsigned char>& l,
-                                          std::uint64_t first, std::uint64_t last, Put&& put) {
+                                          std::uint64_t first, std::uint64_t last, Put&& put,
+                                          Put64&& put_64) {
   if (first == last) // an empty tensor's body is empty: no tensor scale to read
     return;
   const typename C::tensor_scale t = l.load_tensor_scale();
@@ -499,31 +502,36 @@ COMMPRESS_FORCEINLINE void for_each_value(const C& c, const layout<C, const unsi
   };
   // Codes narrower than a byte, and minifloat codes, 64 at a time (from a byte boundary, as
   // first is a multiple of 8), unpacked together; a minifloat code's value from a table, times
-  // its own group's decoder. Other byte codes are read in place.
+  // its own group's decoder. Other byte codes are read in place. The codes of the element
+  // prefetch_ahead on are prefetched (a prefetch past the body's end is harmless).
   constexpr bool in_batches = C::code_bits < 8 || minifloat_element_codec<C>;
+  const float* minifloat_table = nullptr;
+  if constexpr (minifloat_element_codec<C>)
+    minifloat_table = minifloat_values(c.element_format());
   std::uint64_t i = first;
   for (; in_batches && last - i >= 64; i += 64) {
+    simd::prefetch(r.in + 8 * C::code_bits * (prefetch_ahead / 64));
     const simd::b64 codes = simd::load_packed<C::code_bits>(r.in);
     r.in += 8 * C::code_bits;
+    alignas(64) float value[64];
     if constexpr (minifloat_element_codec<C>) {
-      float ds[64], v[64];
+      float ds[64];
       each_group(i, i + 64, [&](std::uint64_t s, std::uint64_t e, float k) {
         std::fill(ds + (s - i), ds + (e - i), k);
       });
-      const float* values = minifloat_values(c.element_format());
       for (unsigned q = 0; q < simd::vectors_per_64; ++q)
-        simd::store(v + q * simd::lanes, simd::mul(simd::gather(values, simd::widen_u8(codes, q)),
-                                                   simd::load(ds + q * simd::lanes)));
-      for (std::size_t j = 0; j < 64; ++j)
-        put(i + j, v[j]);
+        simd::store(value + q * simd::lanes,
+                    simd::mul(simd::gather(minifloat_table, simd::widen_u8(codes, q)),
+                              simd::load(ds + q * simd::lanes)));
     } else {
       alignas(64) unsigned char code[64];
       simd::store_bytes(code, codes);
       each_group(i, i + 64, [&](std::uint64_t s, std::uint64_t e, typename C::decoder k) {
         for (std::uint64_t j = s; j < e; ++j)
-          put(j, c.decode_value(code[j - i], k));
+          value[j - i] = c.decode_value(code[j - i], k);
       });
     }
+    put_64(i, static_cast<const float*>(value));
   }
   each_group(i, last, [&](std::uint64_t s, std::uint64_t e, typename C::decoder k) {
     for (std::uint64_t j = s; j < e; ++j)
@@ -532,17 +540,43 @@ COMMPRESS_FORCEINLINE void for_each_value(const C& c, const layout<C, const unsi
 }
 
 /// Elements [first, last) of the decoded body (first a multiple of 8): out = value, or
-/// out += weight * value when Accumulate.
+/// out += weight * value when Accumulate (each operation rounded once, a NaN canonical). A
+/// large fp32 output that starts on a cache line is written with non-temporal stores.
 template <bool Accumulate, class C, class T>
 void decode_range(const C& c, const layout<C, const unsigned char>& l, std::uint64_t first,
                   std::uint64_t last, T* out, float weight) {
-  for_each_value(c, l, first, last, [&](std::uint64_t i, float v) {
-    if constexpr (Accumulate) {
+  const auto put = [&](std::uint64_t i, float v) {
+    if constexpr (Accumulate)
       out[i] = commpress::detail::add_rn(out[i], commpress::detail::mul_rn(weight, v));
-    } else {
+    else
       out[i] = from_float<T>(v);
-    }
-  });
+  };
+  if constexpr (std::same_as<T, float>) {
+    const bool stream = !Accumulate && 4 * (last - first) >= streaming_store_min_bytes &&
+                        reinterpret_cast<std::uintptr_t>(out + first) % 64 == 0;
+    for_each_value(c, l, first, last, put, [&](std::uint64_t i, const float* values) {
+      if (!Accumulate && !stream) {
+        std::copy_n(values, 64, out + i);
+        return;
+      }
+      for (unsigned q = 0; q < simd::vectors_per_64; ++q) {
+        float* const o = out + i + q * simd::lanes;
+        const simd::vf v = simd::load(values + q * simd::lanes);
+        if constexpr (Accumulate)
+          simd::store(
+              o, simd::canonical_nan(simd::add(simd::load(o), simd::mul(simd::splat(weight), v))));
+        else
+          simd::stream(o, v);
+      }
+    });
+    if (stream)
+      simd::store_fence();
+  } else {
+    for_each_value(c, l, first, last, put, [&](std::uint64_t i, const float* values) {
+      for (std::uint64_t j = 0; j < 64; ++j)
+        put(i + j, values[j]);
+    });
+  }
 }
 
 } // namespace cpu::detail::scaled_kit
@@ -556,8 +590,9 @@ template <block_scaled_codec C>
 void decode_values(const C& c, std::uint64_t n, const unsigned char* body, std::uint64_t first,
                    std::uint64_t last, float* dst) {
   const scaled_kit::layout<C, const unsigned char> l(c, n, body);
-  scaled_kit::for_each_value(c, l, first, last,
-                             [&](std::uint64_t i, float v) { dst[i - first] = v; });
+  scaled_kit::for_each_value(
+      c, l, first, last, [&](std::uint64_t i, float v) { dst[i - first] = v; },
+      [&](std::uint64_t i, const float* values) { std::copy_n(values, 64, dst + (i - first)); });
 }
 
 } // namespace cpu::detail
