@@ -83,7 +83,10 @@ struct terngrad {
     return kept * (((detail::float_to_bits(x) >> 31) << 1) | 1u);
   }
   COMMPRESS_HOST_DEVICE float decode_value(std::uint32_t code, decoder s) const {
-    const float v = (code & 1u) == 0 ? 0.0f : (code & 2u) != 0 ? -1.0f : 1.0f;
+    // 0 where bit 0 is clear, else +-1 by bit 1: selects of bit patterns, which compilers keep
+    // free of branches (random codes defeat a branch predictor) or turn into vector blends.
+    const std::uint32_t one = (code & 2u) != 0 ? 0xbf800000u : 0x3f800000u; // -1 or 1
+    const float v = detail::bits_to_float((code & 1u) != 0 ? one : 0u);
     return detail::mul_rn(v, s);
   }
 
