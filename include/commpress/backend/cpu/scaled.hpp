@@ -473,7 +473,8 @@ std::size_t encode_groups(const C& c, nonfinite_policy policy, const random_sour
 
 /// The values of elements [first, last) of the decoded body (first a multiple of 8), in
 /// order: runs of 64 decoded together as put_64(i, values) for elements [i, i + 64) (values:
-/// 64 floats on a cache line; i - first a multiple of 64), the others as put(i, value).
+/// 64 floats from a cache-line boundary; i - first a multiple of 64), the others as
+/// put(i, value).
 template <class C, class Put, class Put64>
 COMMPRESS_FORCEINLINE void for_each_value(const C& c, const layout<C, const unsigned char>& l,
                                           std::uint64_t first, std::uint64_t last, Put&& put,
@@ -540,8 +541,9 @@ COMMPRESS_FORCEINLINE void for_each_value(const C& c, const layout<C, const unsi
 }
 
 /// Elements [first, last) of the decoded body (first a multiple of 8): out = value, or
-/// out += weight * value when Accumulate (each operation rounded once, a NaN canonical). A
-/// large fp32 output that starts on a cache line is written with non-temporal stores.
+/// out += weight * value when Accumulate (each operation rounded once, a NaN canonical). The
+/// fp32 output of a large tensor is written with non-temporal stores where the range starts on
+/// a cache line.
 template <bool Accumulate, class C, class T>
 void decode_range(const C& c, const layout<C, const unsigned char>& l, std::uint64_t first,
                   std::uint64_t last, T* out, float weight) {
@@ -552,7 +554,8 @@ void decode_range(const C& c, const layout<C, const unsigned char>& l, std::uint
       out[i] = from_float<T>(v);
   };
   if constexpr (std::same_as<T, float>) {
-    const bool stream = !Accumulate && 4 * (last - first) >= streaming_store_min_bytes &&
+    // Decided on the whole tensor, so every range of a cpu::par decode chooses alike.
+    const bool stream = !Accumulate && 4 * l.n >= streaming_store_min_bytes &&
                         reinterpret_cast<std::uintptr_t>(out + first) % 64 == 0;
     for_each_value(c, l, first, last, put, [&](std::uint64_t i, const float* values) {
       if (!Accumulate && !stream) {

@@ -564,17 +564,17 @@ COMMPRESS_FORCEINLINE vd zero_f64() {
   const __m128d z = _mm_setzero_pd();
   return {{z, z, z, z}};
 }
-COMMPRESS_FORCEINLINE vd widen_at(const vf& a, std::size_t first) {
+COMMPRESS_FORCEINLINE vd sse2_widen(const vf& a, std::size_t first) {
   const __m128 q0 = _mm_loadu_ps(a.v + first);
   const __m128 q1 = _mm_loadu_ps(a.v + first + 4);
   return {{_mm_cvtps_pd(q0), _mm_cvtps_pd(_mm_movehl_ps(q0, q0)), _mm_cvtps_pd(q1),
            _mm_cvtps_pd(_mm_movehl_ps(q1, q1))}};
 }
 COMMPRESS_FORCEINLINE vd widen_low(vf a) {
-  return widen_at(a, 0);
+  return sse2_widen(a, 0);
 }
 COMMPRESS_FORCEINLINE vd widen_high(vf a) {
-  return widen_at(a, lanes_f64);
+  return sse2_widen(a, lanes_f64);
 }
 COMMPRESS_FORCEINLINE vd add_f64(vd a, vd b) {
   return {{_mm_add_pd(a.v[0], b.v[0]), _mm_add_pd(a.v[1], b.v[1]), _mm_add_pd(a.v[2], b.v[2]),
