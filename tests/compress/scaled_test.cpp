@@ -266,6 +266,59 @@ TEST_SUITE("compress") {
     });
   }
 
+  TEST_CASE("scaled: any scales and codes, NaN and Inf scales included, decode to decode_value "
+            "bit for bit (NaN canonical, as on CUDA)") {
+    const float float_scales[] = {cp::detail::bits_to_float(0x7fa00001u),
+                                  cp::detail::bits_to_float(0xffc00123u),
+                                  inf,
+                                  -inf,
+                                  0.0f,
+                                  -0.0f,
+                                  1.5f,
+                                  3e38f,
+                                  1e-41f};
+    for_each_scaled_config([&](const auto& c) {
+      using C = std::decay_t<decltype(c)>;
+      if constexpr (requires { c.variable_body(); })
+        if (c.variable_body())
+          return;
+      const std::size_t n = 1000;
+      const std::size_t groups = cp::scaled::n_groups(c, n);
+      const cp::rng_key key = cp::make_rng_key(17, 4);
+      // As many runs as float scales, so that a one-group tensor meets each of them.
+      for (std::uint32_t run = 0; run < std::size(float_scales); ++run) {
+        auto p = encode_vec(cp::cpu::seq, c, sample(n, 9));
+        auto* body = reinterpret_cast<unsigned char*>(p.data()) + cp::format::header_bytes;
+        typename C::tensor_scale t{};
+        if constexpr (cp::scaled::has_tensor_scale<C>) {
+          t = float_scales[(run * 2) % std::size(float_scales)];
+          std::memcpy(body, &t, 4);
+        }
+        std::vector<typename C::scale> scale(groups);
+        for (std::size_t g = 0; g < groups; ++g) {
+          if constexpr (std::is_same_v<typename C::scale, float>)
+            scale[g] = float_scales[(g + run) % std::size(float_scales)];
+          else
+            scale[g] = static_cast<typename C::scale>(g * 37 + run * 61);
+          std::memcpy(body + cp::scaled::scale_offset<C>(g), &scale[g], sizeof scale[g]);
+        }
+        unsigned char* codes = body + cp::scaled::codes_offset(c, n);
+        for (std::size_t b = 0; b < cp::detail::packed_bytes(n, C::code_bits); ++b)
+          codes[b] = static_cast<unsigned char>(cp::random_u32(key, run, b));
+        cp::format::seal(std::span(p), c.body_bytes(n));
+        const auto y = decode_vec(cp::cpu::seq, c, p, n);
+        const std::size_t len = c.block_length() == 0 ? n : c.block_length();
+        std::size_t mismatches = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          const float want = c.decode_value(cp::detail::unpack_one(codes, i, C::code_bits),
+                                            c.make_decoder(scale[i / len], t));
+          mismatches += bits(y[i]) != bits(want);
+        }
+        CHECK(mismatches == 0);
+      }
+    });
+  }
+
   TEST_CASE("scaled: decode_accumulate adds weight * value rounded once, NaN canonical; a large "
             "output on a cache line (non-temporal stores) gets the values of any other") {
     for_each_scaled_config([&](const auto& c) {

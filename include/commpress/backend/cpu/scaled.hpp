@@ -517,13 +517,22 @@ COMMPRESS_FORCEINLINE void for_each_value(const C& c, const layout<C, const unsi
     alignas(64) float value[64];
     if constexpr (minifloat_element_codec<C>) {
       float ds[64];
+      // A product is NaN only where a decoder is NaN (from the wire, with any payload), or 0 or
+      // Inf against an Inf or 0 value (x86 gives its negative NaN): only then is it made
+      // mul_rn's canonical one. The table's own NaN is canonical and is the first operand.
+      bool zero_or_nonfinite = false;
       each_group(i, i + 64, [&](std::uint64_t s, std::uint64_t e, float k) {
         std::fill(ds + (s - i), ds + (e - i), k);
+        zero_or_nonfinite |= !(commpress::detail::is_finite(k) && k != 0.0f);
       });
       for (unsigned q = 0; q < simd::vectors_per_64; ++q)
         simd::store(value + q * simd::lanes,
                     simd::mul(simd::gather(minifloat_table, simd::widen_u8(codes, q)),
                               simd::load(ds + q * simd::lanes)));
+      if (zero_or_nonfinite)
+        for (unsigned q = 0; q < simd::vectors_per_64; ++q)
+          simd::store(value + q * simd::lanes,
+                      simd::canonical_nan(simd::load(value + q * simd::lanes)));
     } else {
       alignas(64) unsigned char code[64];
       simd::store_bytes(code, codes);
