@@ -10,7 +10,8 @@
 //   (r/s)^2 p(1-p) per element, and the paper's bound min(d/s^2, sqrt(d)/s) r^2 on their sum);
 // - the values: {-s, 0, +s} for TernGrad, the two powers of two around |x| for natural, the two
 //   levels of r/s around |x| for QSGD;
-// - edge cases: all zero, one element, denormals, values near the float maximum, clipping.
+// - edge cases: all zero, one element, denormals, values near the float maximum, clipping;
+// - natural's and QSGD's decode_value for every code, against the values written out.
 // The bytes themselves, cpu::par against cpu::seq and the bad-input cases are covered for every
 // block-scaled codec by scaled_test.cpp.
 
@@ -20,6 +21,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
 #include <vector>
@@ -34,6 +36,12 @@
 namespace cp = commpress;
 
 namespace {
+
+std::uint32_t bits_of(float v) {
+  std::uint32_t b = 0;
+  std::memcpy(&b, &v, 4);
+  return b;
+}
 
 /// decode(encode(x)) at `step`, so that each step draws other random bits.
 template <class C>
@@ -181,6 +189,33 @@ TEST_SUITE("compress") {
       const double sd = std::sqrt(std::fabs(static_cast<double>(x[i])) * 0x1p-125 / steps);
       CHECK(std::fabs(m.mean[i] - x[i]) <= 5.0 * sd);
     }
+  }
+
+  TEST_CASE("natural and qsgd: decode_value of every code, against the values written out") {
+    // natural: +0 for level 0, else +-2^(top + 1 - m), the power given by ldexp (a denormal, or
+    // 0 below them); a poisoned group's NaN.
+    const cp::natural nat{};
+    for (int top = -127; top <= 127; ++top)
+      for (std::uint32_t code = 0; code < 256; ++code) {
+        CAPTURE(top);
+        CAPTURE(code);
+        const std::uint32_t m = code & 127u;
+        const float magnitude = m == 0 ? 0.0f : std::ldexp(1.0f, top + 1 - static_cast<int>(m));
+        const float want = m != 0 && code >= 128 ? -magnitude : magnitude;
+        CHECK(bits_of(nat.decode_value(code, top)) == bits_of(want));
+        CHECK(std::isnan(nat.decode_value(code, cp::natural::poisoned_top)));
+      }
+    // qsgd: the level times the decoder, negated by the sign bit, for decoders of either sign,
+    // 0, Inf and NaN (a payload's scales are arbitrary).
+    const cp::qsgd4 q{};
+    for (const float d : {0.25f, -3.0f, 0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN(), 1e-45f})
+      for (std::uint32_t code = 0; code < 16; ++code) {
+        CAPTURE(d);
+        CAPTURE(code);
+        const float magnitude = cp::detail::mul_rn(static_cast<float>(code & 7u), d);
+        CHECK(bits_of(q.decode_value(code, d)) == bits_of(code >= 8 ? -magnitude : magnitude));
+      }
   }
 
   TEST_CASE("natural: all zero, denormal groups, and the float maximum stays finite") {

@@ -133,7 +133,9 @@ template <unsigned Bits> struct qsgd {
   }
   COMMPRESS_HOST_DEVICE float decode_value(std::uint32_t code, decoder d) const {
     const float magnitude = detail::mul_rn(static_cast<float>(code & max_levels), d);
-    return (code >> (Bits - 1)) != 0 ? -magnitude : magnitude;
+    // The sign bit flipped by the code's, which is -magnitude bit for bit (NaN included), as a
+    // xor: compilers branch on a ternary, and random signs defeat a branch predictor.
+    return detail::bits_to_float(detail::float_to_bits(magnitude) ^ ((code >> (Bits - 1)) << 31));
   }
 
   /// Configurations that reach every path of the body: a tensor norm, blocks that do and do
