@@ -11,7 +11,9 @@
 // - all zero, constant, NaN/Inf (both policies), denormal and near-maximum inputs;
 // - hand-written streams: the bytes of a worked example, and every malformed stream (a gap past
 //   its group's end, a level above s, a stream that ends early, bytes or bits after its end)
-//   refused with commpress::error, the output untouched; bad configurations refused.
+//   refused with commpress::error, the output untouched; bad configurations refused;
+// - mutated streams (bits flipped, cut short, random tails) decode as a bit-by-bit reader
+//   written from the document does, or are refused exactly where it refuses them.
 
 #include <doctest/doctest.h>
 
@@ -21,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -248,6 +251,71 @@ void expect_refused(const C& c, const std::vector<std::byte>& p, std::size_t n, 
   }
 }
 
+/// The values an Elias body decodes to, read one bit at a time by the rules of
+/// docs/wire-format.md ("qsgd, Elias body"), independently of the library's reader; nothing
+/// where the stream is not one the encoder writes.
+template <unsigned Bits>
+std::optional<std::vector<float>> reference_decode(const cp::qsgd<Bits>& c, std::uint64_t n,
+                                                   const std::vector<std::byte>& body) {
+  const std::uint64_t groups = cp::scaled::n_groups(c, n);
+  const std::uint64_t length = cp::scaled::group_length(c, n);
+  if (body.size() < 4 * groups)
+    return std::nullopt;
+  std::uint64_t at = 8 * 4 * groups; // bit position in the body
+  bool ran_out = false;
+  const auto bit = [&]() -> unsigned {
+    if (at >= 8 * body.size()) {
+      ran_out = true;
+      return 1; // ends any run of zeros; the result is discarded
+    }
+    const unsigned b = (std::to_integer<unsigned>(body[at / 8]) >> (at % 8)) & 1u;
+    ++at;
+    return b;
+  };
+  const auto gamma = [&]() -> std::uint64_t {
+    unsigned zeros = 0;
+    while (bit() == 0)
+      if (++zeros > 63)
+        return 0;
+    std::uint64_t v = 1;
+    for (unsigned k = 0; k < zeros; ++k)
+      v = v << 1 | bit();
+    return v;
+  };
+  std::vector<float> y(n);
+  for (std::uint64_t g = 0; g < groups; ++g) {
+    float r = 0;
+    std::memcpy(&r, body.data() + 4 * g, 4);
+    const auto d = c.make_decoder(r, cp::no_tensor_scale{});
+    const std::uint64_t first = g * length;
+    const std::uint64_t m = std::min(n, first + length) - first;
+    for (std::uint64_t j = 0; j < m; ++j)
+      y[first + j] = c.decode_value(0, d);
+    std::uint64_t previous = 0;
+    for (;;) {
+      const std::uint64_t gap = gamma();
+      if (ran_out || gap == 0 || gap > m + 1 - previous)
+        return std::nullopt;
+      const std::uint64_t position = previous + gap;
+      if (position == m + 1)
+        break;
+      const std::uint32_t sign = bit();
+      const std::uint64_t level = gamma();
+      if (ran_out || level == 0 || level > c.levels)
+        return std::nullopt;
+      y[first + position - 1] =
+          c.decode_value(sign << (Bits - 1) | static_cast<std::uint32_t>(level), d);
+      previous = position;
+    }
+  }
+  if ((at + 7) / 8 != body.size())
+    return std::nullopt;
+  while (at % 8 != 0)
+    if (bit() != 0)
+      return std::nullopt;
+  return y;
+}
+
 } // namespace
 
 TEST_SUITE("compress") {
@@ -435,6 +503,8 @@ TEST_SUITE("compress") {
         {"a bit after the stream", high_bit, cp::errc::corrupt},
         {"a gamma code of 65 bits", cat(r, std::vector<std::byte>(9, std::byte{0})),
          cp::errc::corrupt},
+        {"a gap of 2^60, its zeros longer than one refill",
+         cat(r, stream{}.gamma(std::uint64_t{1} << 60).gamma(4).bytes()), cp::errc::corrupt},
     };
     for (const auto& b : table) {
       CAPTURE(std::string(b.what));
@@ -458,6 +528,67 @@ TEST_SUITE("compress") {
     expect_refused(cp::qsgd8{.block = 64, .levels = 7}, pe, 300, cp::errc::codec_mismatch);
     CHECK(cp::format::read_header(pe.data()).params[8] == 1);
     CHECK(cp::format::read_header(pf.data()).params[8] == 0);
+  }
+
+  TEST_CASE("qsgd elias: decode agrees with a bit-by-bit reader on mutated streams, refusing "
+            "the same ones") {
+    // Levels and gaps on both sides of the decoder's whole-entry lookup (both below 32): groups
+    // of sparse Gaussian noise with large outliers, and long zero runs.
+    std::mt19937 gen(17);
+    std::normal_distribution<float> nd;
+    const std::size_t n = 3001;
+    std::vector<float> x(n);
+    for (std::size_t i = 0; i < n; ++i)
+      x[i] = (i / 500) % 2 == 1 && i % 97 != 0 ? 0.0f : nd(gen) * (i % 13 == 0 ? 40.0f : 1.0f);
+    const auto c = elias_of(cp::qsgd8{.block = 256, .levels = 127});
+    const auto p = encode_vec(cp::cpu::seq, c, cp::context{.seed = 5}, x);
+    const std::vector<std::byte> body(p.begin() + 64, p.end());
+    const std::size_t stream_at = 4 * cp::scaled::n_groups(c, n);
+    REQUIRE(body.size() > stream_at + 64);
+    REQUIRE(reference_decode(c, n, body).has_value());
+    CHECK(same_bits(*reference_decode(c, n, body), decode_vec(c, p, n)));
+    int accepted = 0, refused = 0;
+    for (int trial = 0; trial < 3000; ++trial) {
+      CAPTURE(trial);
+      std::vector<std::byte> b = body;
+      const std::size_t stream_bits = 8 * (b.size() - stream_at);
+      switch (trial % 4) {
+      case 0: // one bit flipped anywhere in the stream
+      case 1: // two bits flipped in its last 16 bytes, where reads run up to its end
+        for (int k = 0; k <= trial % 4; ++k) {
+          const std::size_t span = trial % 4 == 0 ? stream_bits : 128;
+          const std::size_t bit = 8 * b.size() - 1 - gen() % span;
+          b[bit / 8] ^= std::byte{static_cast<unsigned char>(1u << (bit % 8))};
+        }
+        break;
+      case 2: // cut short
+        b.resize(stream_at + gen() % (b.size() - stream_at));
+        break;
+      default: // random bytes from a random point on
+        for (std::size_t i = stream_at + gen() % (b.size() - stream_at); i < b.size(); ++i)
+          b[i] = static_cast<std::byte>(gen());
+      }
+      const auto want = reference_decode(c, n, b);
+      std::vector<float> y(n, 7.0f);
+      bool ok = true;
+      try {
+        cp::decode(cp::cpu::seq, c, std::span<const std::byte>(payload_of(c, n, b)), std::span(y));
+      } catch (const cp::error& e) {
+        CHECK(e.code() == cp::errc::corrupt);
+        ok = false;
+      }
+      CHECK(ok == want.has_value());
+      if (ok && want) {
+        CHECK(same_bits(y, *want));
+        ++accepted;
+      } else if (!ok) {
+        CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v == 7.0f; }));
+        ++refused;
+      }
+    }
+    // Both outcomes are reached often (a flipped sign bit is still a valid stream).
+    CHECK(accepted > 100);
+    CHECK(refused > 1000);
   }
 
   TEST_CASE("qsgd elias: bad configurations are refused") {

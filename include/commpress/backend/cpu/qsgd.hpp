@@ -23,6 +23,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 
@@ -166,22 +167,39 @@ std::size_t encode(const qsgd<Bits>& c, nonfinite_policy policy, const scaled_ki
 }
 
 /// Reads a stream of `bytes` bytes, least significant bit first; every read past its end
-/// throws errc::corrupt.
+/// throws errc::corrupt. `pending` holds the next `held` bits, nothing above them.
 struct bit_reader {
+  const unsigned char* begin;
   const unsigned char* p;
   const unsigned char* end;
   std::uint64_t pending = 0;
   unsigned held = 0;
-  std::uint64_t bits = 0; ///< bits read
 
-  static void refuse(const std::string& why) {
-    COMMPRESS_EXPECTS(false, errc::corrupt, "qsgd", "Elias body: " + why);
+  [[noreturn]] static void refuse(const std::string& why) {
+    ::commpress::detail::throw_error(errc::corrupt, "qsgd", "Elias body: " + why);
   }
+  /// Tops `pending` up to at least 56 bits, or to the stream's end. Away from the end, one
+  /// 8-byte load takes the whole bytes that fit, without a loop: the chain that serialises
+  /// decoding is the shift after each code, and a loop on `held` would lengthen it.
   COMMPRESS_FORCEINLINE void refill() {
+    if (end - p >= 8) {
+      std::uint64_t next = 0;
+      std::memcpy(&next, p, 8); // little-endian, as the stream (static_assert below)
+      const unsigned now = held | 56u;
+      pending |= (next << held) & ((std::uint64_t{1} << now) - 1u);
+      p += (now - held) / 8u;
+      held = now;
+      return;
+    }
     while (held <= 56u && p < end) {
       pending |= static_cast<std::uint64_t>(*p++) << held;
       held += 8;
     }
+  }
+  /// Drops `count` bits (count <= held).
+  COMMPRESS_FORCEINLINE void skip(unsigned count) {
+    pending >>= count;
+    held -= count;
   }
   /// `count` bits, count <= 32.
   COMMPRESS_FORCEINLINE std::uint64_t get(unsigned count) {
@@ -191,9 +209,7 @@ struct bit_reader {
         refuse("the stream ends inside a code");
     }
     const std::uint64_t v = pending & ((std::uint64_t{1} << count) - 1u);
-    pending >>= count;
-    held -= count;
-    bits += count;
+    skip(count);
     return v;
   }
   /// An Elias-gamma code (at most 127 bits: a value below 2^64).
@@ -204,9 +220,7 @@ struct bit_reader {
       const unsigned z = static_cast<unsigned>(std::countr_zero(pending));
       if (2 * z + 1 <= held) {
         const std::uint64_t r = (pending >> z) & ((std::uint64_t{2} << z) - 1u);
-        pending >>= 2 * z + 1;
-        held -= 2 * z + 1;
-        bits += 2 * z + 1;
+        skip(2 * z + 1);
         return reverse_bits(r, z + 1);
       }
     }
@@ -224,14 +238,10 @@ struct bit_reader {
       if (pending != 0) {
         const unsigned z = static_cast<unsigned>(std::countr_zero(pending));
         zeros += z;
-        pending >>= z;
-        held -= z;
-        bits += z;
+        skip(z);
         break;
       }
       zeros += held;
-      bits += held;
-      pending = 0;
       held = 0;
       if (zeros > 63u)
         refuse("an Elias-gamma code of more than 64 bits");
@@ -244,7 +254,57 @@ struct bit_reader {
       r |= get(count - 32u) << 32;
     return reverse_bits(r, count);
   }
+  std::uint64_t bits_read() const { return 8u * static_cast<std::uint64_t>(p - begin) - held; }
 };
+static_assert(std::endian::native == std::endian::little,
+              "bit_reader::refill loads the stream's bytes as a little-endian word");
+
+/// A whole entry, gamma(gap), sign and gamma(level), read from the stream's next
+/// `entry_table_bits` bits by one lookup, where it fits in them: the common case, small gaps and
+/// levels. Each slot packs the entry's bit length (0: it does not fit), the gap, the level and
+/// the sign; gap and level are below 32, since each of their codes is at most 10 bits.
+inline constexpr unsigned entry_table_bits = 12;
+struct table_entry {
+  static constexpr unsigned length(std::uint16_t e) { return e & 15u; }
+  static constexpr unsigned gap(std::uint16_t e) { return (e >> 4) & 31u; }
+  static constexpr unsigned level(std::uint16_t e) { return (e >> 9) & 31u; }
+  static constexpr unsigned sign(std::uint16_t e) { return e >> 14; }
+};
+inline constexpr auto entry_table = [] {
+  std::array<std::uint16_t, std::size_t{1} << entry_table_bits> t{};
+  // Reads gamma at bit `at` of b: its value, and `at` moved past it; 0 where it runs past the
+  // table's bits.
+  const auto gamma_at = [](unsigned b, unsigned& at) -> unsigned {
+    unsigned z = 0;
+    while (at + z < entry_table_bits && ((b >> (at + z)) & 1u) == 0)
+      ++z;
+    if (at + 2 * z + 1 > entry_table_bits)
+      return 0;
+    unsigned v = 0;
+    for (unsigned k = 0; k <= z; ++k)
+      v = v << 1 | ((b >> (at + z + k)) & 1u);
+    at += 2 * z + 1;
+    return v;
+  };
+  for (unsigned b = 0; b < t.size(); ++b) {
+    unsigned at = 0;
+    const unsigned gap = gamma_at(b, at);
+    if (gap == 0 || at >= entry_table_bits)
+      continue;
+    const unsigned sign = (b >> at) & 1u;
+    ++at;
+    const unsigned level = gamma_at(b, at);
+    if (level == 0)
+      continue;
+    t[b] = static_cast<std::uint16_t>(at | gap << 4 | level << 9 | sign << 14);
+  }
+  return t;
+}();
+
+/// Bits of Elias-gamma(v), v >= 1.
+inline unsigned gamma_length(std::uint64_t v) {
+  return 2u * static_cast<unsigned>(std::bit_width(v)) - 1u;
+}
 
 /// Reads the Elias stream of an n-element body (n > 0) of `body_bytes` bytes, group by group:
 /// sink.zeros(first, last, d) for the elements of level 0, sink.value(i, code, d) for the
@@ -259,33 +319,63 @@ void read_body(const qsgd<Bits>& c, std::uint64_t n, const unsigned char* body,
   if (body_bytes < stream_at)
     bit_reader::refuse("the body ends inside the group norms");
   const unsigned char* stream = l.codes(c);
-  bit_reader r{stream, stream + (body_bytes - stream_at)};
+  bit_reader r{stream, stream, stream + (body_bytes - stream_at)};
+  constexpr std::uint64_t table_mask = (std::uint64_t{1} << entry_table_bits) - 1u;
+  const auto gap_past_end = [](std::uint64_t g) {
+    bit_reader::refuse("a gap past the end of group " + std::to_string(g));
+  };
+  const auto level_above_s = [&](std::uint64_t g) {
+    bit_reader::refuse("a level above s = " + std::to_string(c.levels) + " in group " +
+                       std::to_string(g));
+  };
   for (std::uint64_t g = 0; g < scaled::n_groups(c, n); ++g) {
     const std::uint64_t first = g * l.length;
     const std::uint64_t m = std::min(n, first + l.length) - first;
     const typename C::decoder d = c.make_decoder(l.load_scale(g), no_tensor_scale{});
     std::uint64_t previous = 0; // position of the last nonzero level, from 1
     for (;;) {
-      const std::uint64_t gap = r.gamma();
-      if (gap > m + 1 - previous)
-        bit_reader::refuse("a gap past the end of group " + std::to_string(g));
+      if (r.held < entry_table_bits)
+        r.refill();
+      const std::uint16_t e = entry_table[r.pending & table_mask];
+      const unsigned length = table_entry::length(e);
+      std::uint64_t gap = 0;
+      std::uint32_t sign = 0;
+      std::uint64_t level = 0;
+      if (length != 0 && length <= r.held) {
+        gap = table_entry::gap(e);
+        if (gap > m + 1 - previous)
+          gap_past_end(g);
+        if (previous + gap == m + 1) { // the closing gap: the bits after it are the next group's
+          r.skip(gamma_length(gap));
+        } else {
+          r.skip(length);
+          sign = table_entry::sign(e);
+          level = table_entry::level(e);
+        }
+      } else {
+        gap = r.gamma();
+        if (gap > m + 1 - previous)
+          gap_past_end(g);
+        if (previous + gap != m + 1) {
+          sign = static_cast<std::uint32_t>(r.get(1));
+          level = r.gamma();
+        }
+      }
       const std::uint64_t position = previous + gap;
       sink.zeros(first + previous, first + position - 1, d);
       if (position == m + 1)
         break;
-      const std::uint32_t sign = static_cast<std::uint32_t>(r.get(1));
-      const std::uint64_t level = r.gamma();
       if (level > c.levels)
-        bit_reader::refuse("a level above s = " + std::to_string(c.levels) + " in group " +
-                           std::to_string(g));
+        level_above_s(g);
       sink.value(first + position - 1, sign << (Bits - 1) | static_cast<std::uint32_t>(level), d);
       previous = position;
     }
   }
-  const std::uint64_t used = (r.bits + 7u) / 8u;
+  const std::uint64_t bits = r.bits_read();
+  const std::uint64_t used = (bits + 7u) / 8u;
   if (used != body_bytes - stream_at)
     bit_reader::refuse("bytes after the end of the stream");
-  if (r.bits % 8u != 0 && (stream[used - 1] >> (r.bits % 8u)) != 0)
+  if (bits % 8u != 0 && (stream[used - 1] >> (bits % 8u)) != 0)
     bit_reader::refuse("nonzero bits after the end of the stream");
 }
 
