@@ -93,7 +93,9 @@ template <class Codec> void BM_encode(benchmark::State& state, Codec c) {
       static_cast<double>(written) / (4.0 * static_cast<double>(n));
 }
 
-template <class Codec> void BM_decode(benchmark::State& state, Codec c) {
+/// Decode into an output `offset` bytes past a huge page (a cache line): 0, or 16 as a plain
+/// std::vector of 32 MiB or more from glibc's allocator starts.
+template <class Codec> void BM_decode(benchmark::State& state, Codec c, std::size_t offset = 0) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const auto& x = gaussian_input(n);
   const auto bytes = cp::max_payload_bytes(c, n);
@@ -103,8 +105,8 @@ template <class Codec> void BM_decode(benchmark::State& state, Codec c) {
       cp::encode(cp::cpu::seq, c, {.seed = 1, .tensor_id = 3}, std::span<const float>(x),
                  std::span(payload).first(bytes), std::span(ws))
           .bytes;
-  auto out_bytes = scratch(3, 4 * n);
-  std::span<float> out(reinterpret_cast<float*>(out_bytes.data()), n);
+  auto out_bytes = scratch(3, 4 * n + offset);
+  std::span<float> out(reinterpret_cast<float*>(out_bytes.data() + offset), n);
   for (auto _ : state) {
     cp::decode(cp::cpu::seq, c, std::span<const std::byte>(payload).first(written), out);
     benchmark::ClobberMemory();
@@ -192,6 +194,17 @@ int main(int argc, char** argv) {
   register_codec("qsgd8_block512_elias", cp::qsgd8{.block = 512, .coding = elias});
   register_codec("qsgd4_tensor_elias", cp::qsgd4{.coding = elias});
   register_codec("qsgd2_tensor_elias", cp::qsgd2{.coding = elias});
+  // Outputs off a cache line, as from std::vector<float>: the codecs whose decode streams.
+  const auto off_line = [](const char* name, auto c) {
+    benchmark::RegisterBenchmark((std::string("BM_decode_off_line/") + name).c_str(),
+                                 [c](benchmark::State& s) { BM_decode(s, c, 16); })
+        ->Arg(1 << 26)
+        ->Unit(benchmark::kMillisecond);
+  };
+  off_line("quantize_4bit_block128", cp::quantize{.bits = 4, .group = 128});
+  off_line("fp8_e4m3_block128", cp::fp8{});
+  off_line("mxfp4", cp::mxfp4{});
+  off_line("qsgd4_tensor", cp::qsgd4{});
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv))
     return 1;

@@ -336,20 +336,34 @@ TEST_SUITE("compress") {
       cp::decode_accumulate(cp::cpu::seq, c, std::span<const std::byte>(p), std::span(acc), 0.75f);
       CHECK(std::memcmp(acc.data(), want.data(), 4 * n) == 0);
     });
-    // Outputs of at least streaming_store_min_bytes: one on a cache line and one off it.
+    // Outputs of at least streaming_store_min_bytes: one on a cache line, and one starting at
+    // each other float of a line, under cpu::seq and cpu::par (whose ranges start at other
+    // offsets); nothing written outside them.
     const auto large = [](const auto& c) {
       const std::size_t n = cp::cpu::detail::streaming_store_min_bytes / 4 + 77;
       const std::vector<float> x = sample(n, 8);
       const auto p = encode_vec(cp::cpu::seq, c, x);
-      std::vector<float> buffer(2 * n + 32, 42.0f);
+      std::vector<float> buffer(2 * n + 96, 42.0f);
       float* aligned = buffer.data();
       while (reinterpret_cast<std::uintptr_t>(aligned) % 64 != 0)
         ++aligned;
-      const std::span<float> on_line(aligned, n), off_line(aligned + n + 1, n);
+      const std::span<float> on_line(aligned, n);
       cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), on_line);
-      cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), off_line);
-      CHECK(std::memcmp(on_line.data(), off_line.data(), 4 * n) == 0);
       CHECK(on_line[n - 1] != 42.0f);
+      float* const off = aligned + (n + 31) / 16 * 16; // on a cache line
+      for (std::size_t lead = 1; lead < 16; ++lead) {
+        CAPTURE(lead);
+        const std::span<float> off_line(off + 16 - lead, n);
+        std::fill(off, off + n + 32, 42.0f);
+        if (lead % 2 == 0)
+          cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), off_line);
+        else
+          cp::decode(cp::cpu::par_t{.threads = 2, .grain = 1000}, c, std::span<const std::byte>(p),
+                     off_line);
+        CHECK(std::memcmp(on_line.data(), off_line.data(), 4 * n) == 0);
+        CHECK(std::all_of(off, off_line.data(), [](float v) { return v == 42.0f; }));
+        CHECK(std::all_of(off_line.data() + n, off + n + 32, [](float v) { return v == 42.0f; }));
+      }
     };
     large(cp::mxfp4{});
     large(cp::qsgd<4>{});

@@ -549,10 +549,41 @@ COMMPRESS_FORCEINLINE void for_each_value(const C& c, const layout<C, const unsi
   });
 }
 
+/// for_each_value's runs of 64 written to out + first with non-temporal stores, where out + first
+/// is `lead` (1 to 15) elements before a cache line: a 64-byte line of the output then straddles
+/// two runs. Each run goes out as the four lines that end `lead` elements into it, from a stage
+/// that holds the previous run's last 16 values ahead of this run's 64; the first run's first
+/// `lead` values and the last run's last 16 - lead are plain stores, as is every value outside
+/// the runs. The caller fences.
+template <class C, class Put>
+void decode_streamed_off_line(const C& c, const layout<C, const unsigned char>& l,
+                              std::uint64_t first, std::uint64_t last, float* out,
+                              std::uint64_t lead, Put&& put) {
+  constexpr unsigned line = 16; // floats per cache line
+  alignas(64) float stage[line + 64];
+  std::uint64_t staged_end = 0; // one past the last run staged; 0 before the first
+  for_each_value(c, l, first, last, put, [&](std::uint64_t i, const float* values) {
+    for (unsigned q = 0; q < simd::vectors_per_64; ++q)
+      simd::store(stage + line + q * simd::lanes, simd::load(values + q * simd::lanes));
+    if (staged_end == 0)
+      std::copy_n(values, lead, out + i);
+    // stage[s] holds element i - 16 + s; the lines start at elements i + lead - 16 + 16 k.
+    for (unsigned k = staged_end == 0 ? 1 : 0; k < 4; ++k)
+      for (unsigned q = 0; q < line / simd::lanes; ++q)
+        simd::stream(out + i + lead + line * k - line + q * simd::lanes,
+                     simd::load(stage + lead + line * k + q * simd::lanes));
+    for (unsigned q = 0; q < line / simd::lanes; ++q)
+      simd::store(stage + q * simd::lanes, simd::load(stage + 64 + q * simd::lanes));
+    staged_end = i + 64;
+  });
+  if (staged_end != 0)
+    std::copy_n(stage + lead, line - lead, out + staged_end - line + lead);
+}
+
 /// Elements [first, last) of the decoded body (first a multiple of 8): out = value, or
 /// out += weight * value when Accumulate (each operation rounded once, a NaN canonical). The
-/// fp32 output of a large tensor is written with non-temporal stores where the range starts on
-/// a cache line.
+/// fp32 output of a large tensor is written with non-temporal stores, from the range's first
+/// cache line on.
 template <bool Accumulate, class C, class T>
 void decode_range(const C& c, const layout<C, const unsigned char>& l, std::uint64_t first,
                   std::uint64_t last, T* out, float weight) {
@@ -564,8 +595,14 @@ void decode_range(const C& c, const layout<C, const unsigned char>& l, std::uint
   };
   if constexpr (std::same_as<T, float>) {
     // Decided on the whole tensor, so every range of a cpu::par decode chooses alike.
-    const bool stream = !Accumulate && 4 * l.n >= streaming_store_min_bytes &&
-                        reinterpret_cast<std::uintptr_t>(out + first) % 64 == 0;
+    const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(out + first);
+    const bool stream = !Accumulate && 4 * l.n >= streaming_store_min_bytes && at % 4 == 0;
+    const std::uint64_t lead = (64 - at % 64) % 64 / 4;
+    if (stream && lead != 0) {
+      decode_streamed_off_line(c, l, first, last, out, lead, put);
+      simd::store_fence();
+      return;
+    }
     for_each_value(c, l, first, last, put, [&](std::uint64_t i, const float* values) {
       if (!Accumulate && !stream) {
         std::copy_n(values, 64, out + i);
