@@ -270,36 +270,43 @@ struct table_entry {
   static constexpr unsigned level(std::uint16_t e) { return (e >> 9) & 31u; }
   static constexpr unsigned sign(std::uint16_t e) { return e >> 14; }
 };
-inline constexpr auto entry_table = [] {
-  std::array<std::uint16_t, std::size_t{1} << entry_table_bits> t{};
-  // Reads gamma at bit `at` of b: its value, and `at` moved past it; 0 where it runs past the
-  // table's bits.
-  const auto gamma_at = [](unsigned b, unsigned& at) -> unsigned {
-    unsigned z = 0;
-    while (at + z < entry_table_bits && ((b >> (at + z)) & 1u) == 0)
-      ++z;
-    if (at + 2 * z + 1 > entry_table_bits)
-      return 0;
-    unsigned v = 0;
-    for (unsigned k = 0; k <= z; ++k)
-      v = v << 1 | ((b >> (at + z + k)) & 1u);
-    at += 2 * z + 1;
-    return v;
-  };
-  for (unsigned b = 0; b < t.size(); ++b) {
-    unsigned at = 0;
-    const unsigned gap = gamma_at(b, at);
-    if (gap == 0 || at >= entry_table_bits)
-      continue;
-    const unsigned sign = (b >> at) & 1u;
-    ++at;
-    const unsigned level = gamma_at(b, at);
-    if (level == 0)
-      continue;
-    t[b] = static_cast<std::uint16_t>(at | gap << 4 | level << 9 | sign << 14);
-  }
-  return t;
-}();
+/// The table for entries of up to Bits bits, built on first use. A template, so that only a
+/// translation unit that decodes an Elias body compiles it: as a constant expression, or as an
+/// inline function, it cost every translation unit that includes this header.
+template <unsigned Bits> const std::array<std::uint16_t, std::size_t{1} << Bits>& entry_table() {
+  static_assert(Bits <= 12, "a slot's 5-bit gap and level hold codes of at most 10 bits");
+  static const auto table = [] {
+    std::array<std::uint16_t, std::size_t{1} << Bits> t{};
+    // Reads gamma at bit `at` of b: its value, and `at` moved past it; 0 where it runs past the
+    // table's bits.
+    const auto gamma_at = [](unsigned b, unsigned& at) -> unsigned {
+      unsigned z = 0;
+      while (at + z < Bits && ((b >> (at + z)) & 1u) == 0)
+        ++z;
+      if (at + 2 * z + 1 > Bits)
+        return 0;
+      unsigned v = 0;
+      for (unsigned k = 0; k <= z; ++k)
+        v = v << 1 | ((b >> (at + z + k)) & 1u);
+      at += 2 * z + 1;
+      return v;
+    };
+    for (unsigned b = 0; b < t.size(); ++b) {
+      unsigned at = 0;
+      const unsigned gap = gamma_at(b, at);
+      if (gap == 0 || at >= Bits)
+        continue;
+      const unsigned sign = (b >> at) & 1u;
+      ++at;
+      const unsigned level = gamma_at(b, at);
+      if (level == 0)
+        continue;
+      t[b] = static_cast<std::uint16_t>(at | gap << 4 | level << 9 | sign << 14);
+    }
+    return t;
+  }();
+  return table;
+}
 
 /// Bits of Elias-gamma(v), v >= 1.
 inline unsigned gamma_length(std::uint64_t v) {
@@ -320,6 +327,7 @@ void read_body(const qsgd<Bits>& c, std::uint64_t n, const unsigned char* body,
     bit_reader::refuse("the body ends inside the group norms");
   const unsigned char* stream = l.codes(c);
   bit_reader r{stream, stream, stream + (body_bytes - stream_at)};
+  const std::uint16_t* const entries = entry_table<entry_table_bits>().data();
   constexpr std::uint64_t table_mask = (std::uint64_t{1} << entry_table_bits) - 1u;
   const auto gap_past_end = [](std::uint64_t g) {
     bit_reader::refuse("a gap past the end of group " + std::to_string(g));
@@ -336,7 +344,7 @@ void read_body(const qsgd<Bits>& c, std::uint64_t n, const unsigned char* body,
     for (;;) {
       if (r.held < entry_table_bits)
         r.refill();
-      const std::uint16_t e = entry_table[r.pending & table_mask];
+      const std::uint16_t e = entries[r.pending & table_mask];
       const unsigned length = table_entry::length(e);
       std::uint64_t gap = 0;
       std::uint32_t sign = 0;
