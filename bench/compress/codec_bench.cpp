@@ -194,7 +194,8 @@ int main(int argc, char** argv) {
   register_codec("qsgd8_block512_elias", cp::qsgd8{.block = 512, .coding = elias});
   register_codec("qsgd4_tensor_elias", cp::qsgd4{.coding = elias});
   register_codec("qsgd2_tensor_elias", cp::qsgd2{.coding = elias});
-  // Outputs off a cache line, as from std::vector<float>: the codecs whose decode streams.
+  // Outputs off a cache line, as from std::vector<float>: codecs of the kit, whose decode streams
+  // them, and quantize, whose decode streams only an output on a line.
   const auto off_line = [](const char* name, auto c) {
     benchmark::RegisterBenchmark((std::string("BM_decode_off_line/") + name).c_str(),
                                  [c](benchmark::State& s) { BM_decode(s, c, 16); })

@@ -13,7 +13,7 @@
 //   its group's end, a level above s, a stream that ends early, bytes or bits after its end)
 //   refused with commpress::error, the output untouched; bad configurations refused;
 // - mutated streams (bits flipped, cut short, random tails) decode as a bit-by-bit reader
-//   written from the document does, or are refused exactly where it refuses them.
+//   written from the document does, and the streams it refuses are refused.
 
 #include <doctest/doctest.h>
 

@@ -337,8 +337,8 @@ TEST_SUITE("compress") {
       CHECK(std::memcmp(acc.data(), want.data(), 4 * n) == 0);
     });
     // Outputs of at least streaming_store_min_bytes: one on a cache line, and one starting at
-    // each other float of a line, under cpu::seq and cpu::par (whose ranges start at other
-    // offsets); nothing written outside them.
+    // each other float of a line, under cpu::seq and cpu::par (each range with its own first
+    // and last run); nothing written outside them.
     const auto large = [](const auto& c) {
       const std::size_t n = cp::cpu::detail::streaming_store_min_bytes / 4 + 77;
       const std::vector<float> x = sample(n, 8);

@@ -203,19 +203,27 @@ TEST_SUITE("compress") {
         const float magnitude = m == 0 ? 0.0f : std::ldexp(1.0f, top + 1 - static_cast<int>(m));
         const float want = m != 0 && code >= 128 ? -magnitude : magnitude;
         CHECK(bits_of(nat.decode_value(code, top)) == bits_of(want));
-        CHECK(std::isnan(nat.decode_value(code, cp::natural::poisoned_top)));
       }
+    for (std::uint32_t code = 0; code < 256; ++code)
+      CHECK(std::isnan(nat.decode_value(code, cp::natural::poisoned_top)));
     // qsgd: the level times the decoder, negated by the sign bit, for decoders of either sign,
     // 0, Inf and NaN (a payload's scales are arbitrary).
-    const cp::qsgd4 q{};
-    for (const float d : {0.25f, -3.0f, 0.0f, -0.0f, std::numeric_limits<float>::infinity(),
-                          std::numeric_limits<float>::quiet_NaN(), 1e-45f})
-      for (std::uint32_t code = 0; code < 16; ++code) {
-        CAPTURE(d);
-        CAPTURE(code);
-        const float magnitude = cp::detail::mul_rn(static_cast<float>(code & 7u), d);
-        CHECK(bits_of(q.decode_value(code, d)) == bits_of(code >= 8 ? -magnitude : magnitude));
-      }
+    const auto each_code = [](auto q) {
+      using Q = decltype(q);
+      for (const float d : {0.25f, -3.0f, 0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(), 1e-45f})
+        for (std::uint32_t code = 0; code < (1u << Q::code_bits); ++code) {
+          CAPTURE(Q::code_bits);
+          CAPTURE(d);
+          CAPTURE(code);
+          const float magnitude = cp::detail::mul_rn(static_cast<float>(code & Q::max_levels), d);
+          const bool negative = (code >> (Q::code_bits - 1)) != 0;
+          CHECK(bits_of(q.decode_value(code, d)) == bits_of(negative ? -magnitude : magnitude));
+        }
+    };
+    each_code(cp::qsgd2{});
+    each_code(cp::qsgd4{});
+    each_code(cp::qsgd8{});
   }
 
   TEST_CASE("natural: all zero, denormal groups, and the float maximum stays finite") {

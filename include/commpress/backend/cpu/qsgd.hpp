@@ -178,7 +178,8 @@ struct bit_reader {
   [[noreturn]] static void refuse(const std::string& why) {
     ::commpress::detail::throw_error(errc::corrupt, "qsgd", "Elias body: " + why);
   }
-  /// Tops `pending` up to at least 56 bits, or to the stream's end. Away from the end, one
+  /// Tops `pending` up to at least 56 bits, or to the stream's end; called with fewer than 32
+  /// bits held. Away from the end, one
   /// 8-byte load takes the whole bytes that fit, without a loop: the chain that serialises
   /// decoding is the shift after each code, and a loop on `held` would lengthen it.
   COMMPRESS_FORCEINLINE void refill() {

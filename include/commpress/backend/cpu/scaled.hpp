@@ -551,10 +551,10 @@ COMMPRESS_FORCEINLINE void for_each_value(const C& c, const layout<C, const unsi
 
 /// for_each_value's runs of 64 written to out + first with non-temporal stores, where out + first
 /// is `lead` (1 to 15) elements before a cache line: a 64-byte line of the output then straddles
-/// two runs. Each run goes out as the four lines that end `lead` elements into it, from a stage
-/// that holds the previous run's last 16 values ahead of this run's 64; the first run's first
-/// `lead` values and the last run's last 16 - lead are plain stores, as is every value outside
-/// the runs. The caller fences.
+/// two runs. Each run goes out as four lines, from the one that ends `lead` elements into it, from
+/// a stage that holds the previous run's last 16 values ahead of this run's 64; the first run's
+/// first `lead` values and the last run's last 16 - lead are plain stores, as is every value
+/// outside the runs. The caller fences.
 template <class C, class Put>
 void decode_streamed_off_line(const C& c, const layout<C, const unsigned char>& l,
                               std::uint64_t first, std::uint64_t last, float* out,
