@@ -23,7 +23,6 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <span>
 #include <string>
 
@@ -33,6 +32,7 @@
 #include "commpress/core/context.hpp"
 #include "commpress/core/error.hpp"
 #include "commpress/core/math.hpp"
+#include "commpress/format/header.hpp"
 
 namespace commpress {
 namespace cpu::detail::qsgd_elias {
@@ -179,13 +179,12 @@ struct bit_reader {
     ::commpress::detail::throw_error(errc::corrupt, "qsgd", "Elias body: " + why);
   }
   /// Tops `pending` up to at least 56 bits, or to the stream's end; called with fewer than 32
-  /// bits held. Away from the end, one
-  /// 8-byte load takes the whole bytes that fit, without a loop: the chain that serialises
-  /// decoding is the shift after each code, and a loop on `held` would lengthen it.
+  /// bits held. Away from the end, one 8-byte load takes the whole bytes that fit, without a
+  /// loop: the chain that serialises decoding is the shift after each code, and a loop on
+  /// `held` would lengthen it.
   COMMPRESS_FORCEINLINE void refill() {
     if (end - p >= 8) {
-      std::uint64_t next = 0;
-      std::memcpy(&next, p, 8); // little-endian, as the stream (static_assert below)
+      const std::uint64_t next = format::detail::load_le<std::uint64_t>(p);
       const unsigned now = held | 56u;
       pending |= (next << held) & ((std::uint64_t{1} << now) - 1u);
       p += (now - held) / 8u;
@@ -257,8 +256,6 @@ struct bit_reader {
   }
   std::uint64_t bits_read() const { return 8u * static_cast<std::uint64_t>(p - begin) - held; }
 };
-static_assert(std::endian::native == std::endian::little,
-              "bit_reader::refill loads the stream's bytes as a little-endian word");
 
 /// A whole entry, gamma(gap), sign and gamma(level), read from the stream's next
 /// `entry_table_bits` bits by one lookup, where it fits in them: the common case, small gaps and
@@ -309,11 +306,6 @@ template <unsigned Bits> const std::array<std::uint16_t, std::size_t{1} << Bits>
   return table;
 }
 
-/// Bits of Elias-gamma(v), v >= 1.
-inline unsigned gamma_length(std::uint64_t v) {
-  return 2u * static_cast<unsigned>(std::bit_width(v)) - 1u;
-}
-
 /// Reads the Elias stream of an n-element body (n > 0) of `body_bytes` bytes, group by group:
 /// sink.zeros(first, last, d) for the elements of level 0, sink.value(i, code, d) for the
 /// others, d the group's decoder. Throws errc::corrupt, with nothing handed to the sink after,
@@ -355,7 +347,7 @@ void read_body(const qsgd<Bits>& c, std::uint64_t n, const unsigned char* body,
         if (gap > m + 1 - previous)
           gap_past_end(g);
         if (previous + gap == m + 1) { // the closing gap: the bits after it are the next group's
-          r.skip(gamma_length(gap));
+          r.skip(static_cast<unsigned>(elias_gamma_bits(gap)));
         } else {
           r.skip(length);
           sign = table_entry::sign(e);
