@@ -202,10 +202,11 @@ TEST_SUITE("compress") {
         const std::uint32_t m = code & 127u;
         const float magnitude = m == 0 ? 0.0f : std::ldexp(1.0f, top + 1 - static_cast<int>(m));
         const float want = m != 0 && code >= 128 ? -magnitude : magnitude;
-        CHECK(bits_of(nat.decode_value(code, top)) == bits_of(want));
+        const auto scale = static_cast<cp::natural::scale>(top + 127);
+        CHECK(bits_of(nat.decode_value(code, nat.make_decoder(scale, {}))) == bits_of(want));
       }
     for (std::uint32_t code = 0; code < 256; ++code)
-      CHECK(std::isnan(nat.decode_value(code, cp::natural::poisoned_top)));
+      CHECK(std::isnan(nat.decode_value(code, nat.make_decoder(cp::natural::poisoned_scale, {}))));
     // qsgd: the level times the decoder, negated by the sign bit, for decoders of either sign,
     // 0, Inf and NaN (a payload's scales are arbitrary).
     const auto each_code = [](auto q) {

@@ -40,9 +40,8 @@ struct natural {
   using scale = std::uint8_t; ///< top + 127
   using tensor_scale = no_tensor_scale;
   using encoder = int;                                 ///< top
-  using decoder = int;                                 ///< top, or poisoned_top
+  using decoder = float;                               ///< 2^top, or NaN
   static constexpr std::uint8_t poisoned_scale = 0xff; ///< decodes every element to NaN
-  static constexpr int poisoned_top = 128;
 
   [[nodiscard]] static constexpr bool needs_norm() noexcept { return false; }
   [[nodiscard]] constexpr std::uint64_t block_length() const noexcept { return block; }
@@ -68,8 +67,11 @@ struct natural {
   COMMPRESS_HOST_DEVICE encoder make_encoder(scale s, tensor_scale) const {
     return static_cast<int>(s) - 127;
   }
+  /// 2^top: top + 127 is the biased exponent, or for top = -127 the denormal 2^-127.
   COMMPRESS_HOST_DEVICE decoder make_decoder(scale s, tensor_scale) const {
-    return s == poisoned_scale ? poisoned_top : static_cast<int>(s) - 127;
+    return s == poisoned_scale
+               ? std::numeric_limits<float>::quiet_NaN()
+               : detail::bits_to_float(s == 0 ? 0x00400000u : std::uint32_t{s} << 23);
   }
 
   /// C_nat(x) with the random bits' top 23 (or 24, below the group's range) bits.
@@ -97,17 +99,14 @@ struct natural {
     }
     return ((u >> 31) << 7) | m;
   }
-  COMMPRESS_HOST_DEVICE float decode_value(std::uint32_t code, decoder top) const {
-    if (top == poisoned_top)
-      return std::numeric_limits<float>::quiet_NaN();
+  /// +-2^(1 - m) times 2^top: for m in [1, 127] the first power is a normal float, and the
+  /// product of two powers of two rounds to their exact product, a denormal, or 0 below 2^-149
+  /// (2^-150 is a tie that goes to the even 0), with the code's sign. Level 0 is +0, and a
+  /// poisoned group's NaN times anything is NaN. One multiply, so the decode vectorises.
+  COMMPRESS_HOST_DEVICE float decode_value(std::uint32_t code, decoder d) const {
     const std::uint32_t m = code & 127u;
-    if (m == 0)
-      return 0.0f;
-    const int e = top + 1 - static_cast<int>(m);
-    const std::uint32_t magnitude = e >= -126   ? static_cast<std::uint32_t>(e + 127) << 23
-                                    : e >= -149 ? 1u << (e + 149)
-                                                : 0u;
-    return detail::bits_to_float(((code >> 7) << 31) | magnitude);
+    const std::uint32_t power = m == 0 ? 0u : ((code >> 7) << 31) | ((128u - m) << 23);
+    return detail::mul_rn(detail::bits_to_float(power), d);
   }
 
   /// Configurations that reach every path of the body: a tensor scale, blocks that do and do
