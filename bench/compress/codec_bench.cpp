@@ -194,8 +194,8 @@ int main(int argc, char** argv) {
   register_codec("qsgd8_block512_elias", cp::qsgd8{.block = 512, .coding = elias});
   register_codec("qsgd4_tensor_elias", cp::qsgd4{.coding = elias});
   register_codec("qsgd2_tensor_elias", cp::qsgd2{.coding = elias});
-  // Outputs off a cache line, as from std::vector<float>: codecs of the kit, whose decode streams
-  // them, and quantize, whose decode streams only an output on a line.
+  // Outputs off a cache line, as from std::vector<float>: quantize, and codecs of the kit with
+  // codes narrower than a byte, minifloat codes and byte codes.
   const auto off_line = [](const char* name, auto c) {
     benchmark::RegisterBenchmark((std::string("BM_decode_off_line/") + name).c_str(),
                                  [c](benchmark::State& s) { BM_decode(s, c, 16); })
@@ -206,6 +206,8 @@ int main(int argc, char** argv) {
   off_line("fp8_e4m3_block128", cp::fp8{});
   off_line("mxfp4", cp::mxfp4{});
   off_line("qsgd4_tensor", cp::qsgd4{});
+  off_line("natural_tensor", cp::natural{});
+  off_line("qsgd8_block512", cp::qsgd8{.block = 512});
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv))
     return 1;

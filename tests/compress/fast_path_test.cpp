@@ -22,6 +22,7 @@
 #include "commpress/backend/cpu/cast.hpp"
 #include "commpress/backend/cpu/detail/philox.hpp"
 #include "commpress/backend/cpu/detail/reduce.hpp"
+#include "commpress/backend/cpu/par.hpp"
 #include "commpress/backend/cpu/quantize.hpp"
 #include "commpress/backend/cpu/sign.hpp"
 #include "commpress/backend/cpu/top_k.hpp"
@@ -258,15 +259,17 @@ TEST_SUITE("compress") {
     // Above cpu::detail::streaming_store_min_bytes of fp32 output, with a short last block.
     const std::size_t n = cp::cpu::detail::streaming_store_min_bytes / 4 + 3 * 1024 + 40;
     const std::vector<float> x = sample(n, 5);
-    // A 64-byte aligned output, as the streaming path needs (and one 4 bytes off, which is not).
-    std::vector<float> storage(n + 32);
+    // Outputs on a cache line and 1, 4 and 15 floats past one (a line then straddles two runs
+    // of 64), under cpu::seq and cpu::par; groups of 80 end a run of 64 early in every group.
+    constexpr float untouched = 42.0f;
+    std::vector<float> storage(n + 64);
     float* aligned = storage.data();
     while (reinterpret_cast<std::uintptr_t>(aligned) % 64 != 0)
       ++aligned;
-    for (std::size_t offset : {0u, 1u}) {
+    for (std::size_t offset : {0u, 1u, 4u, 15u}) {
       const std::span<float> out(aligned + offset, n);
       for (unsigned bits : {2u, 4u, 8u})
-        for (std::uint32_t group : {0u, 1024u}) {
+        for (std::uint32_t group : {0u, 80u, 1024u}) {
           CAPTURE(offset);
           CAPTURE(bits);
           CAPTURE(group);
@@ -275,7 +278,14 @@ TEST_SUITE("compress") {
                                                          : cp::scale_granularity::block,
                                .group = group};
           const auto payload = encode_all(q, {}, x); // decode validates the streamed checksum
-          cp::decode(cp::cpu::seq, q, payload, out);
+          std::fill(storage.begin(), storage.end(), untouched);
+          if (offset % 2 == 0)
+            cp::decode(cp::cpu::seq, q, payload, out);
+          else
+            cp::decode(cp::cpu::par_t{.threads = 2, .grain = 1000}, q, payload, out);
+          CHECK(std::all_of(aligned, out.data(), [](float v) { return v == untouched; }));
+          CHECK(std::all_of(out.data() + n, out.data() + n + 16,
+                            [](float v) { return v == untouched; }));
           const std::size_t len = group == 0 ? n : group;
           const std::size_t groups = (n + len - 1) / len;
           const unsigned char* body = body_of(payload);

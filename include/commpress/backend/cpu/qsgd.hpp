@@ -148,12 +148,10 @@ std::size_t encode(const qsgd<Bits>& c, nonfinite_policy policy, const scaled_ki
   for (std::uint64_t g = 0; g < scaled::n_groups(c, n); ++g) {
     const std::uint64_t first = g * l.length;
     const std::uint64_t last = std::min(n, first + l.length);
-    const scaled_kit::statistics st = scaled_kit::statistics_of(x, first, last);
-    bad += st.nonfinite;
-    const bool poisoned = st.nonfinite != 0 && policy == nonfinite_policy::propagate;
-    const float s = poisoned ? C::poisoned_scale
-                             : c.make_scale(scaled_kit::group_statistics_of(c, x, first, last, st),
-                                            no_tensor_scale{});
+    const scaled_kit::measured_group m = scaled_kit::measure_group(c, x, first, last, n);
+    bad += m.st.nonfinite;
+    const bool poisoned = m.st.nonfinite != 0 && policy == nonfinite_policy::propagate;
+    const float s = poisoned ? C::poisoned_scale : c.make_scale(m.g, no_tensor_scale{});
     l.store_scale(g, s);
     group_writer<Bits> gw{w};
     scaled_kit::put_codes(c, x, first, last, poisoned,

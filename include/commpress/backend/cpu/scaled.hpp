@@ -41,6 +41,7 @@
 #include "commpress/backend/cpu/detail/prefetch.hpp"
 #include "commpress/backend/cpu/detail/reduce.hpp"
 #include "commpress/backend/cpu/detail/stochastic_kernels.hpp"
+#include "commpress/backend/cpu/detail/streamed_runs.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/compress/scaled.hpp"
 #include "commpress/core/canonical_sum.hpp"
@@ -117,20 +118,32 @@ double chunk_sum_of_squares(const T* COMMPRESS_RESTRICT x, std::uint64_t first, 
     return canonical_sum(m, [&](std::uint64_t i) { return square_term(x, first + i); });
 }
 
-/// The group_statistics of x[first, last) with statistics st, as codec C needs them.
+/// A group measured as its codec needs it: its statistics, and the group_statistics its scale
+/// is made from.
+struct measured_group {
+  statistics st;
+  group_statistics g;
+};
+
+/// x[first, last) measured for codec C, read from memory once (prefetching up to element
+/// `end`): where C needs the norm, each chunk of canonical_chunk elements has its square terms
+/// summed (canonical_chunked_sum's order) right after its statistics are taken, while it is
+/// still in cache.
 template <class C, element T>
-group_statistics group_statistics_of(const C& c, const T* x, std::uint64_t first,
-                                     std::uint64_t last, const statistics& st) {
-  group_statistics g{.amax = st.amax(), .count = last - first};
-  if (c.needs_norm()) {
-    if constexpr (std::same_as<T, float>)
-      g.l2_norm = scaled::l2_norm_from_sum(canonical_chunked_sum_f32<finite_square>(
-          x + first, last - first, ahead_of(x, first, last)));
-    else
-      g.l2_norm = scaled::l2_norm_from_sum(canonical_chunked_sum(
-          last - first, [&](std::uint64_t i) { return square_term(x, first + i); }));
+measured_group measure_group(const C& c, const T* x, std::uint64_t first, std::uint64_t last,
+                             std::uint64_t end) {
+  measured_group m{.st = {}, .g = {.count = last - first}};
+  if (!c.needs_norm()) {
+    m.st = statistics_of(x, first, last, ahead_of(x, first, end));
+  } else {
+    const double sum = sum_of_chunk_sums(last - first, [&](std::uint64_t a, std::uint64_t len) {
+      m.st.merge(statistics_of(x, first + a, first + a + len, ahead_of(x, first + a, end)));
+      return chunk_sum_of_squares(x, first + a, len);
+    });
+    m.g.l2_norm = scaled::l2_norm_from_sum(sum);
   }
-  return g;
+  m.g.amax = m.st.amax();
+  return m;
 }
 
 /// Where a stochastic codec's random bits come from: element i draws
@@ -410,14 +423,14 @@ COMMPRESS_FORCEINLINE group_coding<C> code_group(const C& c, nonfinite_policy po
   const std::uint64_t first = g * l.length;
   const std::uint64_t last = std::min(l.n, first + l.length);
   // Short groups: the next groups' lines are requested while this one is read.
-  const statistics st = statistics_of(x, first, last, ahead_of(x, first, l.n));
-  if (st.nonfinite != 0 && policy == nonfinite_policy::propagate) {
+  const measured_group m = measure_group(c, x, first, last, l.n);
+  if (m.st.nonfinite != 0 && policy == nonfinite_policy::propagate) {
     l.store_scale(g, C::poisoned_scale);
-    return {.poisoned = true, .nonfinite = st.nonfinite};
+    return {.poisoned = true, .nonfinite = m.st.nonfinite};
   }
-  const typename C::scale s = c.make_scale(group_statistics_of(c, x, first, last, st), t);
+  const typename C::scale s = c.make_scale(m.g, t);
   l.store_scale(g, s);
-  return {.k = encoder(s), .nonfinite = st.nonfinite};
+  return {.k = encoder(s), .nonfinite = m.st.nonfinite};
 }
 
 /// Whether encode_groups may code a codec's groups 64 elements at a time, several groups per
@@ -474,11 +487,12 @@ std::size_t encode_groups(const C& c, nonfinite_policy policy, const random_sour
 /// The values of elements [first, last) of the decoded body (first a multiple of 8), in
 /// order: runs of 64 decoded together as put_64(i, values) for elements [i, i + 64) (values:
 /// 64 floats from a cache-line boundary; i - first a multiple of 64), the others as
-/// put(i, value).
+/// put(i, value). Byte codes other than minifloat ones are read in place, as put(i, value),
+/// unless byte_codes_in_runs: a caller that streams its output wants whole runs.
 template <class C, class Put, class Put64>
 COMMPRESS_FORCEINLINE void for_each_value(const C& c, const layout<C, const unsigned char>& l,
                                           std::uint64_t first, std::uint64_t last, Put&& put,
-                                          Put64&& put_64) {
+                                          Put64&& put_64, bool byte_codes_in_runs = false) {
   if (first == last) // an empty tensor's body is empty: no tensor scale to read
     return;
   const typename C::tensor_scale t = l.load_tensor_scale();
@@ -503,9 +517,10 @@ COMMPRESS_FORCEINLINE void for_each_value(const C& c, const layout<C, const unsi
   };
   // Codes narrower than a byte, and minifloat codes, 64 at a time (from a byte boundary, as
   // first is a multiple of 8), unpacked together; a minifloat code's value from a table, times
-  // its own group's decoder. Other byte codes are read in place. The codes of the element
+  // its own group's decoder. Other byte codes are read in place where the output is not
+  // streamed: their runs would cost a copy through the stack. The codes of the element
   // prefetch_ahead on are prefetched (a prefetch past the body's end is harmless).
-  constexpr bool in_batches = C::code_bits < 8 || minifloat_element_codec<C>;
+  const bool in_batches = C::code_bits < 8 || minifloat_element_codec<C> || byte_codes_in_runs;
   const float* minifloat_table = nullptr;
   if constexpr (minifloat_element_codec<C>)
     minifloat_table = minifloat_values(c.element_format());
@@ -549,41 +564,10 @@ COMMPRESS_FORCEINLINE void for_each_value(const C& c, const layout<C, const unsi
   });
 }
 
-/// for_each_value's runs of 64 written to out + first with non-temporal stores, where out + first
-/// is `lead` (1 to 15) elements before a cache line: a 64-byte line of the output then straddles
-/// two runs. Each run goes out as four lines, from the one that ends `lead` elements into it, from
-/// a stage that holds the previous run's last 16 values ahead of this run's 64; the first run's
-/// first `lead` values and the last run's last 16 - lead are plain stores, as is every value
-/// outside the runs. The caller fences.
-template <class C, class Put>
-void decode_streamed_off_line(const C& c, const layout<C, const unsigned char>& l,
-                              std::uint64_t first, std::uint64_t last, float* out,
-                              std::uint64_t lead, Put&& put) {
-  constexpr unsigned line = 16; // floats per cache line
-  alignas(64) float stage[line + 64];
-  std::uint64_t staged_end = 0; // one past the last run staged; 0 before the first
-  for_each_value(c, l, first, last, put, [&](std::uint64_t i, const float* values) {
-    for (unsigned q = 0; q < simd::vectors_per_64; ++q)
-      simd::store(stage + line + q * simd::lanes, simd::load(values + q * simd::lanes));
-    if (staged_end == 0)
-      std::copy_n(values, lead, out + i);
-    // stage[s] holds element i - 16 + s; the lines start at elements i + lead - 16 + 16 k.
-    for (unsigned k = staged_end == 0 ? 1 : 0; k < 4; ++k)
-      for (unsigned q = 0; q < line / simd::lanes; ++q)
-        simd::stream(out + i + lead + line * k - line + q * simd::lanes,
-                     simd::load(stage + lead + line * k + q * simd::lanes));
-    for (unsigned q = 0; q < line / simd::lanes; ++q)
-      simd::store(stage + q * simd::lanes, simd::load(stage + 64 + q * simd::lanes));
-    staged_end = i + 64;
-  });
-  if (staged_end != 0)
-    std::copy_n(stage + lead, line - lead, out + staged_end - line + lead);
-}
-
 /// Elements [first, last) of the decoded body (first a multiple of 8): out = value, or
 /// out += weight * value when Accumulate (each operation rounded once, a NaN canonical). The
-/// fp32 output of a large tensor is written with non-temporal stores, from the range's first
-/// cache line on.
+/// fp32 output of a large tensor is written in runs of 64 with non-temporal stores, wherever it
+/// starts relative to a cache line (detail/streamed_runs.hpp).
 template <bool Accumulate, class C, class T>
 void decode_range(const C& c, const layout<C, const unsigned char>& l, std::uint64_t first,
                   std::uint64_t last, T* out, float weight) {
@@ -595,31 +579,28 @@ void decode_range(const C& c, const layout<C, const unsigned char>& l, std::uint
   };
   if constexpr (std::same_as<T, float>) {
     // Decided on the whole tensor, so every range of a cpu::par decode chooses alike.
-    const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(out + first);
-    const bool stream = !Accumulate && 4 * l.n >= streaming_store_min_bytes && at % 4 == 0;
-    const std::uint64_t lead = (64 - at % 64) % 64 / 4;
-    if (stream && lead != 0) {
-      decode_streamed_off_line(c, l, first, last, out, lead, put);
-      simd::store_fence();
+    if (!Accumulate && 4 * l.n >= streaming_store_min_bytes &&
+        reinterpret_cast<std::uintptr_t>(out) % 4 == 0) {
+      streamed_runs runs(out, first);
+      for_each_value(
+          c, l, first, last, put,
+          [&](std::uint64_t i, const float* values) { runs.put_64(i, values); },
+          /*byte_codes_in_runs=*/true);
+      runs.finish();
       return;
     }
     for_each_value(c, l, first, last, put, [&](std::uint64_t i, const float* values) {
-      if (!Accumulate && !stream) {
+      if constexpr (!Accumulate) {
         std::copy_n(values, 64, out + i);
-        return;
-      }
-      for (unsigned q = 0; q < simd::vectors_per_64; ++q) {
-        float* const o = out + i + q * simd::lanes;
-        const simd::vf v = simd::load(values + q * simd::lanes);
-        if constexpr (Accumulate)
+      } else {
+        for (unsigned q = 0; q < simd::vectors_per_64; ++q) {
+          float* const o = out + i + q * simd::lanes;
+          const simd::vf v = simd::load(values + q * simd::lanes);
           simd::store(
               o, simd::canonical_nan(simd::add(simd::load(o), simd::mul(simd::splat(weight), v))));
-        else
-          simd::stream(o, v);
+        }
       }
     });
-    if (stream)
-      simd::store_fence();
   } else {
     for_each_value(c, l, first, last, put, [&](std::uint64_t i, const float* values) {
       for (std::uint64_t j = 0; j < 64; ++j)
@@ -730,12 +711,10 @@ template <block_scaled_codec C> struct scaled_par_impl {
     for (std::uint64_t g = 0; g < scaled::n_groups(c, n); ++g) {
       const std::uint64_t first = g * l.length;
       const std::uint64_t last = std::min(n, first + l.length);
-      const kit::statistics st = statistics(p, x, first, last);
-      bad += st.nonfinite;
-      const bool poisoned = st.nonfinite != 0 && ctx.on_nonfinite == nonfinite_policy::propagate;
-      const typename C::scale s =
-          poisoned ? C::poisoned_scale
-                   : c.make_scale(long_group_statistics(p, c, x, first, last, st), t);
+      const kit::measured_group m = measure_long_group(p, c, x, first, last);
+      bad += m.st.nonfinite;
+      const bool poisoned = m.st.nonfinite != 0 && ctx.on_nonfinite == nonfinite_policy::propagate;
+      const typename C::scale s = poisoned ? C::poisoned_scale : c.make_scale(m.g, t);
       l.store_scale(g, s);
       const typename C::encoder k = poisoned ? typename C::encoder{} : c.make_encoder(s, t);
       cpu::detail::parallel_for(p, last - first, step, [&](std::uint64_t a, std::uint64_t b) {
@@ -773,21 +752,32 @@ template <block_scaled_codec C> struct scaled_par_impl {
   }
 
 private:
-  /// The group_statistics of the long group x[first, last) with statistics st: its norm's
-  /// chunks on p's threads.
+  /// The long group x[first, last) measured as kit::measure_group does, on p's threads: its
+  /// statistics reduced over element ranges, or where C needs the norm, over the chunks of its
+  /// norm's sum, each chunk's statistics taken by the thread that sums it (a maximum and a
+  /// count: the same in any order).
   template <element T>
-  static group_statistics long_group_statistics(const cpu::par_t& p, const C& c, const T* x,
-                                                std::uint64_t first, std::uint64_t last,
-                                                const cpu::detail::scaled_kit::statistics& st) {
-    group_statistics g{.amax = st.amax(), .count = last - first};
-    if (c.needs_norm()) {
+  static cpu::detail::scaled_kit::measured_group measure_long_group(const cpu::par_t& p, const C& c,
+                                                                    const T* x, std::uint64_t first,
+                                                                    std::uint64_t last) {
+    namespace kit = cpu::detail::scaled_kit;
+    kit::measured_group m{.st = {}, .g = {.count = last - first}};
+    if (!c.needs_norm()) {
+      m.st = statistics(p, x, first, last);
+    } else {
+      kit::statistics lane[canonical_lanes]; // one per outer lane, whose chunks one thread sums
       std::size_t unused = 0;
-      g.l2_norm = scaled::l2_norm_from_sum(cpu::detail::parallel_canonical_chunked_sum(
-          p, last - first, unused, [&](std::uint64_t a, std::uint64_t m, std::size_t&) {
-            return cpu::detail::scaled_kit::chunk_sum_of_squares(x, first + a, m);
+      m.g.l2_norm = scaled::l2_norm_from_sum(cpu::detail::parallel_canonical_chunked_sum(
+          p, last - first, unused, [&](std::uint64_t a, std::uint64_t len, std::size_t&) {
+            lane[a / canonical_chunk % canonical_lanes].merge(kit::statistics_of(
+                x, first + a, first + a + len, kit::ahead_of(x, first + a, first + a + len)));
+            return kit::chunk_sum_of_squares(x, first + a, len);
           }));
+      for (const kit::statistics& st : lane)
+        m.st.merge(st);
     }
-    return g;
+    m.g.amax = m.st.amax();
+    return m;
   }
 
   /// Statistics of x[first, last), reduced over element ranges.

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <type_traits>
 
@@ -32,6 +33,7 @@
 #include "commpress/backend/cpu/detail/prefetch.hpp"
 #include "commpress/backend/cpu/detail/quantize_kernels.hpp"
 #include "commpress/backend/cpu/detail/reduce.hpp"
+#include "commpress/backend/cpu/detail/streamed_runs.hpp"
 #include "commpress/compress/quantize.hpp"
 #include "commpress/core/context.hpp"
 #include "commpress/core/dtype.hpp"
@@ -248,25 +250,52 @@ void encode_runs(const float* x, std::size_t n, const code_run* runs, std::size_
   }
 }
 
+/// Decodes m codes of one run, at `in`, to out[begin, begin + m): its whole 64s through
+/// `stream` (off a cache line), the rest with plain stores.
+template <unsigned B, bool Asym, decode_mode Mode>
+void decode_run_staged(const unsigned char* in, std::size_t m, unsigned b, quantize::record rec,
+                       float* out, std::size_t begin, streamed_runs& stream) {
+  std::size_t k = 0;
+  for (; k + 64 <= m; k += 64) {
+    alignas(64) float values[64];
+    decode_codes<B, Asym, Mode>(in + k / 8 * b, 64, b, rec, 1.0f, values);
+    stream.put_64(begin + k, values);
+  }
+  decode_codes<B, Asym, Mode>(in + k / 8 * b, m - k, b, rec, 1.0f, out + begin + k);
+}
+
 /// Decodes the runs from `codes` (element i's code at bit i * bits) into out (n elements):
-/// out = value, or with Accumulate out += weight * value. `stream`: see decode_codes (out
-/// aligned to 64 bytes, every run's begin a multiple of 16).
+/// out = value, or with Accumulate out += weight * value. Where `stream` is not null, each run's
+/// whole 64s are written with non-temporal stores (every run's begin a multiple of 16 from the
+/// first's; the caller finishes `stream`): straight from the registers on a cache line, through
+/// `stream` off one.
 template <unsigned B, bool Asym, bool Accumulate>
 void decode_runs(const unsigned char* codes, unsigned bits, const value_run* runs,
-                 std::size_t count, float* out, std::size_t n, float weight, bool stream) {
+                 std::size_t count, float* out, std::size_t n, float weight,
+                 streamed_runs* stream) {
   const unsigned b = simd::width<B>(bits);
+  const bool staged = stream != nullptr && !stream->on_line();
   for (std::size_t r = 0; r < count; ++r) {
     const value_run run = runs[r];
     const unsigned char* in = codes + run.begin / 8 * b;
     const std::size_t m = run.end - run.begin;
     float* const o = out + run.begin;
+    const bool finite = is_finite(run.record.a) && (!Asym || is_finite(run.record.b));
     if constexpr (Accumulate) { // an accumulator is read: prefetched ahead
       decode_codes<B, Asym, decode_mode::accumulate>(in, m, b, run.record, weight, o, false,
                                                      {o, out + n});
-    } else if (is_finite(run.record.a) && (!Asym || is_finite(run.record.b))) {
-      decode_codes<B, Asym, decode_mode::store>(in, m, b, run.record, weight, o, stream);
+    } else if (staged) {
+      if (finite)
+        decode_run_staged<B, Asym, decode_mode::store>(in, m, b, run.record, out, run.begin,
+                                                       *stream);
+      else
+        decode_run_staged<B, Asym, decode_mode::store_canonical>(in, m, b, run.record, out,
+                                                                 run.begin, *stream);
+    } else if (finite) {
+      decode_codes<B, Asym, decode_mode::store>(in, m, b, run.record, weight, o, stream != nullptr);
     } else {
-      decode_codes<B, Asym, decode_mode::store_canonical>(in, m, b, run.record, weight, o, stream);
+      decode_codes<B, Asym, decode_mode::store_canonical>(in, m, b, run.record, weight, o,
+                                                          stream != nullptr);
     }
   }
 }
@@ -422,7 +451,7 @@ inline encode_kernel encode_kernel_for(const config& c) {
 }
 
 using decode_kernel = void (*)(const unsigned char*, unsigned, const value_run*, std::size_t,
-                               float*, std::size_t, float, bool);
+                               float*, std::size_t, float, streamed_runs*);
 template <bool Accumulate> decode_kernel decode_kernel_for(const config& c) {
   return with_width(c.bits, [&](auto w) -> decode_kernel {
     constexpr unsigned B = decltype(w)::value;
@@ -627,10 +656,12 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
   if constexpr (std::is_same_v<T, float>) {
     if (!column && (c.len % 8 == 0 || c.len == n)) {
       const decode_kernel kernel = decode_kernel_for<Accumulate>(c);
-      // A large, 64-byte aligned output whose groups keep that alignment is streamed.
-      const bool stream = !Accumulate && 4 * n >= streaming_store_min_bytes &&
-                          reinterpret_cast<std::uintptr_t>(out) % 64 == 0 &&
-                          (c.len % 16 == 0 || c.len == n) && first % 16 == 0;
+      // A large output is streamed where its runs start a multiple of 16 floats apart.
+      std::optional<streamed_runs> stream;
+      if (!Accumulate && 4 * n >= streaming_store_min_bytes &&
+          reinterpret_cast<std::uintptr_t>(out) % 4 == 0 &&
+          (c.len == n || (c.len % 16 == 0 && first % 16 == 0)))
+        stream.emplace(out, first);
       constexpr std::size_t most = 256;
       value_run runs[most];
       // Group g holds the elements [g * len, (g + 1) * len); every run but the first starts
@@ -649,7 +680,8 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
           begin = e;
         }
         if (count != 0)
-          kernel(body + c.codes, c.bits, runs, count, out, last, weight, stream);
+          kernel(body + c.codes, c.bits, runs, count, out, last, weight,
+                 stream ? &*stream : nullptr);
         if (wide) { // that group element by element
           const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
           decode_each(c, false, body, begin, e, put);
@@ -658,7 +690,7 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
         }
       }
       if (stream)
-        simd::store_fence();
+        stream->finish();
       return;
     }
   }
@@ -736,7 +768,7 @@ inline std::size_t roundtrip(const quantize& q, const context& ctx, std::span<fl
         const code_run run{0, m, k};
         encode_chunk(x.data() + i, m, &run, 1, {c.bits, key, ctx.step, i, packed, nullptr, 0});
         const value_run values{0, m, rec};
-        decode_chunk(packed, c.bits, &values, 1, x.data() + i, m, 1.0f, false);
+        decode_chunk(packed, c.bits, &values, 1, x.data() + i, m, 1.0f, nullptr);
       }
       for (std::size_t i = whole; i < e; ++i)
         element_wise(i, k, rec);

@@ -172,7 +172,7 @@ enum class decode_mode {
 template <unsigned B, bool Asym, decode_mode Mode>
 COMMPRESS_FORCEINLINE void decode_codes(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m,
                                         unsigned bits, quantize::record rec, float weight,
-                                        float* COMMPRESS_RESTRICT out, bool stream,
+                                        float* COMMPRESS_RESTRICT out, bool stream = false,
                                         prefetch_stream prefetch = {}) {
   using namespace simd;
   const unsigned b = width<B>(bits);

@@ -147,16 +147,23 @@ double canonical_sum_f32(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
   return commpress::detail::fold_lanes(lane);
 }
 
+/// canonical_chunked_sum of m terms from the sums of its chunks: chunk_sum(first, len) returns
+/// the canonical sum of terms [first, first + len), and is called for each chunk in order.
+template <class ChunkSum> double sum_of_chunk_sums(std::uint64_t m, ChunkSum&& chunk_sum) {
+  double lane[canonical_lanes] = {};
+  for (std::uint64_t first = 0, c = 0; first < m; first += canonical_chunk, ++c)
+    lane[c % canonical_lanes] += chunk_sum(first, std::min(m - first, canonical_chunk));
+  return commpress::detail::fold_lanes(lane);
+}
+
 /// canonical_chunked_sum of Term::of(x[i]) over x[0..m): the chunks' canonical_sum_f32, summed
 /// in the canonical order. Calls prefetch(i) once per 16 elements.
 template <class Term>
 double canonical_chunked_sum_f32(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
                                  prefetch_stream prefetch = {}) {
-  double lane[canonical_lanes] = {};
-  for (std::uint64_t first = 0, c = 0; first < m; first += canonical_chunk, ++c)
-    lane[c % canonical_lanes] += canonical_sum_f32<Term>(
-        x + first, std::min(m - first, canonical_chunk), prefetch.from(first));
-  return commpress::detail::fold_lanes(lane);
+  return sum_of_chunk_sums(m, [&](std::uint64_t first, std::uint64_t len) {
+    return canonical_sum_f32<Term>(x + first, len, prefetch.from(first));
+  });
 }
 
 } // namespace commpress::cpu::detail
