@@ -16,15 +16,17 @@
 /// The element loops run on the vector layer where they can, with the same operations as the
 /// codec's scalar members: fp32 group statistics; minifloat codes (groups of 16 or 32 several to
 /// a call) and the stochastic codes of stochastic_lanes, 64 at a time; and the decode of codes
-/// narrower than a byte or of minifloat codes, 64 at a time. A one-byte scale's encoders and
-/// decoders come from a table of all 256 where a range has many groups.
+/// narrower than a byte or of minifloat codes, 64 at a time (byte codes too, where a large fp32
+/// output is streamed: detail/streamed_runs.hpp). A one-byte scale's encoders and decoders come
+/// from a table of all 256 where a range has many groups.
 ///
 /// cpu::par writes the same bytes: groups shorter than a range are encoded in ranges of whole
 /// groups (each range starting on a multiple of 8 elements, so its codes start on a byte);
-/// longer groups (a per-tensor scale) have their largest magnitude reduced over element ranges
-/// (a maximum, the same in any order), their norm's sum over the chunks of
-/// canonical_chunked_sum (the order of seq), and their codes written over element ranges. The
-/// tensor scale's maximum is reduced the same way. Decode runs over element ranges.
+/// longer groups (a per-tensor scale) have their statistics reduced over element ranges (a
+/// maximum and a count, the same in any order), or where the codec needs the norm, over the
+/// chunks of canonical_chunked_sum along with the norm's sum (the order of seq), and their codes
+/// written over element ranges. The tensor scale's maximum is reduced the same way. Decode runs
+/// over element ranges.
 
 #include <algorithm>
 #include <concepts>

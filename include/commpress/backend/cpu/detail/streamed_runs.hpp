@@ -4,10 +4,10 @@
 
 /// @file
 /// Runs of 64 floats written to a large output with non-temporal stores, wherever the output
-/// starts relative to a cache line. A non-temporal store must cover a whole aligned line to
-/// bypass the cache, so an output that starts `lead` floats before a line (a plain
-/// `std::vector` of 32 MiB or more from glibc starts 16 bytes past one) has each of its lines
-/// straddle two runs; the runs are staged so that every line goes out whole.
+/// starts relative to a cache line. Non-temporal stores pay only as whole aligned lines (a line
+/// left partly written goes to memory as partial writes), so where the output starts `lead`
+/// floats before a line (a plain `std::vector` of 32 MiB or more from glibc starts 16 bytes past
+/// one), the line that straddles two runs is joined in a small stage and goes out whole.
 
 #include <algorithm>
 #include <cstdint>
