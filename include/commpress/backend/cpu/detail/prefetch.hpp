@@ -35,10 +35,6 @@ struct prefetch_stream {
     (void)i;
 #endif
   }
-  /// The same stream for a pass that starts at element `first`.
-  [[nodiscard]] prefetch_stream from(std::size_t first) const {
-    return base != nullptr ? prefetch_stream{base + first, end} : prefetch_stream{};
-  }
 };
 
 /// Outputs at least this large are written with non-temporal stores where a kernel can: far

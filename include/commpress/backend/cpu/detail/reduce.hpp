@@ -119,11 +119,9 @@ struct finite_square {
 
 /// canonical_sum of Term::of(x[i]) over x[0..m). Each row of 32 elements adds to the 32 lanes
 /// at once, lane j taking element j of the row: the additions of the canonical order, lane by
-/// lane in increasing i, so the same bits; the last partial row goes lane by lane. Calls
-/// prefetch(i) once per 16 elements.
-template <class Term>
-double canonical_sum_f32(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
-                         prefetch_stream prefetch = {}) {
+/// lane in increasing i, so the same bits; the last partial row goes lane by lane. The kit calls
+/// it on a chunk it has just read for the chunk's statistics, so it does not prefetch.
+template <class Term> double canonical_sum_f32(const float* COMMPRESS_RESTRICT x, std::uint64_t m) {
   using namespace simd;
   constexpr std::size_t row_vectors = canonical_lanes / lanes_f64;
   vd lanes_of_row[row_vectors];
@@ -131,8 +129,6 @@ double canonical_sum_f32(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
     l = zero_f64();
   std::uint64_t i = 0;
   for (; m - i >= canonical_lanes; i += canonical_lanes) {
-    prefetch(i);
-    prefetch(i + 16);
     for (std::size_t q = 0; q < canonical_lanes / lanes; ++q) {
       const vf v = Term::screen(load(x + i + q * lanes));
       lanes_of_row[2 * q] = add_f64(lanes_of_row[2 * q], Term::widened(widen_low(v)));
@@ -154,16 +150,6 @@ template <class ChunkSum> double sum_of_chunk_sums(std::uint64_t m, ChunkSum&& c
   for (std::uint64_t first = 0, c = 0; first < m; first += canonical_chunk, ++c)
     lane[c % canonical_lanes] += chunk_sum(first, std::min(m - first, canonical_chunk));
   return commpress::detail::fold_lanes(lane);
-}
-
-/// canonical_chunked_sum of Term::of(x[i]) over x[0..m): the chunks' canonical_sum_f32, summed
-/// in the canonical order. Calls prefetch(i) once per 16 elements.
-template <class Term>
-double canonical_chunked_sum_f32(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
-                                 prefetch_stream prefetch = {}) {
-  return sum_of_chunk_sums(m, [&](std::uint64_t first, std::uint64_t len) {
-    return canonical_sum_f32<Term>(x + first, len, prefetch.from(first));
-  });
 }
 
 } // namespace commpress::cpu::detail
