@@ -27,6 +27,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "commpress/backend/cpu/par.hpp"
@@ -316,6 +317,72 @@ std::optional<std::vector<float>> reference_decode(const cp::qsgd<Bits>& c, std:
   return y;
 }
 
+/// Decodes 3000 mutations of the Elias body of x under cpu::seq and cpu::par: bits flipped
+/// anywhere or near the end, cut short, random tails. Each must decode as reference_decode does,
+/// or be refused with errc::corrupt where it refuses, the output untouched. Returns the counts
+/// accepted and refused, and the unmutated stream's bits.
+template <unsigned Bits>
+std::tuple<int, int, std::size_t> check_mutations(const cp::qsgd<Bits>& c,
+                                                  const std::vector<float>& x, std::mt19937& gen) {
+  const std::size_t n = x.size();
+  const auto p = encode_vec(cp::cpu::seq, c, cp::context{.seed = 5}, x);
+  const std::vector<std::byte> body(p.begin() + 64, p.end());
+  const std::size_t stream_at = 4 * cp::scaled::n_groups(c, n);
+  REQUIRE(body.size() > stream_at + 64);
+  REQUIRE(reference_decode(c, n, body).has_value());
+  CHECK(same_bits(*reference_decode(c, n, body), decode_vec(c, p, n)));
+  const cp::cpu::par_t par{.threads = 2, .grain = 64};
+  int accepted = 0, refused = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    CAPTURE(trial);
+    std::vector<std::byte> b = body;
+    const std::size_t stream_bits = 8 * (b.size() - stream_at);
+    switch (trial % 4) {
+    case 0: // one bit flipped anywhere in the stream
+    case 1: // two bits flipped in its last 16 bytes, where reads run up to its end
+      for (int k = 0; k <= trial % 4; ++k) {
+        const std::size_t span = trial % 4 == 0 ? stream_bits : 128;
+        const std::size_t bit = 8 * b.size() - 1 - gen() % span;
+        b[bit / 8] ^= std::byte{static_cast<unsigned char>(1u << (bit % 8))};
+      }
+      break;
+    case 2: // cut short
+      b.resize(stream_at + gen() % (b.size() - stream_at));
+      break;
+    default: // random bytes from a random point on
+      for (std::size_t i = stream_at + gen() % (b.size() - stream_at); i < b.size(); ++i)
+        b[i] = static_cast<std::byte>(gen());
+    }
+    const auto want = reference_decode(c, n, b);
+    const std::vector<std::byte> mutated = payload_of(c, n, b);
+    std::vector<float> y(n, 7.0f), y_par(n, 7.0f);
+    bool ok = true, ok_par = true;
+    try {
+      cp::decode(cp::cpu::seq, c, std::span<const std::byte>(mutated), std::span(y));
+    } catch (const cp::error& e) {
+      CHECK(e.code() == cp::errc::corrupt);
+      ok = false;
+    }
+    try {
+      cp::decode(par, c, std::span<const std::byte>(mutated), std::span(y_par));
+    } catch (const cp::error& e) {
+      CHECK(e.code() == cp::errc::corrupt);
+      ok_par = false;
+    }
+    CHECK(ok == want.has_value());
+    CHECK(ok_par == ok);
+    CHECK(same_bits(y_par, y));
+    if (ok && want) {
+      CHECK(same_bits(y, *want));
+      ++accepted;
+    } else if (!ok) {
+      CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v == 7.0f; }));
+      ++refused;
+    }
+  }
+  return {accepted, refused, 8 * (body.size() - stream_at)};
+}
+
 } // namespace
 
 TEST_SUITE("compress") {
@@ -540,55 +607,26 @@ TEST_SUITE("compress") {
     std::vector<float> x(n);
     for (std::size_t i = 0; i < n; ++i)
       x[i] = (i / 500) % 2 == 1 && i % 97 != 0 ? 0.0f : nd(gen) * (i % 13 == 0 ? 40.0f : 1.0f);
-    const auto c = elias_of(cp::qsgd8{.block = 256, .levels = 127});
-    const auto p = encode_vec(cp::cpu::seq, c, cp::context{.seed = 5}, x);
-    const std::vector<std::byte> body(p.begin() + 64, p.end());
-    const std::size_t stream_at = 4 * cp::scaled::n_groups(c, n);
-    REQUIRE(body.size() > stream_at + 64);
-    REQUIRE(reference_decode(c, n, body).has_value());
-    CHECK(same_bits(*reference_decode(c, n, body), decode_vec(c, p, n)));
-    int accepted = 0, refused = 0;
-    for (int trial = 0; trial < 3000; ++trial) {
-      CAPTURE(trial);
-      std::vector<std::byte> b = body;
-      const std::size_t stream_bits = 8 * (b.size() - stream_at);
-      switch (trial % 4) {
-      case 0: // one bit flipped anywhere in the stream
-      case 1: // two bits flipped in its last 16 bytes, where reads run up to its end
-        for (int k = 0; k <= trial % 4; ++k) {
-          const std::size_t span = trial % 4 == 0 ? stream_bits : 128;
-          const std::size_t bit = 8 * b.size() - 1 - gen() % span;
-          b[bit / 8] ^= std::byte{static_cast<unsigned char>(1u << (bit % 8))};
-        }
-        break;
-      case 2: // cut short
-        b.resize(stream_at + gen() % (b.size() - stream_at));
-        break;
-      default: // random bytes from a random point on
-        for (std::size_t i = stream_at + gen() % (b.size() - stream_at); i < b.size(); ++i)
-          b[i] = static_cast<std::byte>(gen());
-      }
-      const auto want = reference_decode(c, n, b);
-      std::vector<float> y(n, 7.0f);
-      bool ok = true;
-      try {
-        cp::decode(cp::cpu::seq, c, std::span<const std::byte>(payload_of(c, n, b)), std::span(y));
-      } catch (const cp::error& e) {
-        CHECK(e.code() == cp::errc::corrupt);
-        ok = false;
-      }
-      CHECK(ok == want.has_value());
-      if (ok && want) {
-        CHECK(same_bits(y, *want));
-        ++accepted;
-      } else if (!ok) {
-        CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v == 7.0f; }));
-        ++refused;
-      }
+    // The decoder takes a stream of at least one bit per four elements through the fixed body,
+    // and reads a sparser one twice: s = 127 in blocks of 256 gives the first, one norm for
+    // 20000 Gaussian elements and s = 1 the second (some 110 levels of 1).
+    SUBCASE("dense") {
+      const auto c = elias_of(cp::qsgd8{.block = 256, .levels = 127});
+      const auto [accepted, refused, stream_bits] = check_mutations(c, x, gen);
+      CHECK(stream_bits >= n / 4);
+      // Both outcomes are reached often (a flipped sign bit is still a valid stream).
+      CHECK(accepted > 100);
+      CHECK(refused > 1000);
     }
-    // Both outcomes are reached often (a flipped sign bit is still a valid stream).
-    CHECK(accepted > 100);
-    CHECK(refused > 1000);
+    SUBCASE("sparse") {
+      const auto c = elias_of(cp::qsgd2{.levels = 1});
+      const std::vector<float> g = gaussian(20000, 23);
+      const auto [accepted, refused, stream_bits] = check_mutations(c, g, gen);
+      CHECK(stream_bits < g.size() / 4);
+      // Fewer are accepted: a sign is one bit in some 16 of this stream's.
+      CHECK(accepted > 30);
+      CHECK(refused > 1000);
+    }
   }
 
   TEST_CASE("qsgd elias: bad configurations are refused") {
