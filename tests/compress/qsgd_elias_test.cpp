@@ -413,6 +413,41 @@ TEST_SUITE("compress") {
     check_against_fixed(cp::qsgd4{.block = 3000, .levels = 7}, gaussian(10007, 10), ctx);
     std::vector<float> ones(999, 1.0f);
     check_against_fixed(cp::qsgd8{.block = 1, .levels = 127}, ones, ctx);
+    // Gaps of 2^16 and more, whose gamma codes go out apart from their entries.
+    std::vector<float> far(150001, 0.0f);
+    far[3] = 1.0f;
+    far[3 + 65536] = -2.0f;
+    far[140000] = 0.5f;
+    check_against_fixed(cp::qsgd4{.levels = 7}, far, ctx);
+  }
+
+  TEST_CASE("qsgd elias: Elias-gamma codes of every length, written and read back") {
+    // Values of 1 to 64 bits, each between two short codes, into a room exactly the stream's
+    // length, so that the writer's last puts store byte by byte.
+    std::mt19937_64 gen(3);
+    std::vector<std::uint64_t> values;
+    for (unsigned bits = 1; bits <= 64; ++bits) {
+      const std::uint64_t top = std::uint64_t{1} << (bits - 1);
+      values.push_back(top);
+      values.push_back(top | (gen() & (top - 1)));
+      values.push_back(1 + bits % 3);
+    }
+    std::uint64_t stream_bits = 0;
+    for (const std::uint64_t v : values)
+      stream_bits += gamma_bits(v);
+    std::vector<unsigned char> room((stream_bits + 7) / 8 + 1, 0xee);
+    namespace elias = cp::cpu::detail::qsgd_elias;
+    elias::bit_writer w{room.data(), room.data() + room.size() - 1};
+    for (const std::uint64_t v : values)
+      w.gamma(v);
+    CHECK(w.bits == stream_bits);
+    CHECK(room.back() == 0xee); // nothing past the room
+    elias::bit_reader r{room.data(), room.data(), room.data() + room.size() - 1};
+    for (const std::uint64_t v : values) {
+      CAPTURE(v);
+      CHECK(r.gamma() == v);
+    }
+    CHECK(r.bits_read() == stream_bits);
   }
 
   TEST_CASE("qsgd elias: for s = 1 on Gaussian input the body is far below fixed width, and the "

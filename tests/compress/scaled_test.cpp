@@ -194,8 +194,7 @@ const cp::cpu::par_t par_small{.threads = 3, .grain = 64};
 TEST_SUITE("compress") {
   TEST_CASE("scaled: every block-scaled codec writes the documented body, byte for byte") {
     int configs = 0;
-    for_each_scaled_config([&](const auto& c) {
-      ++configs;
+    const auto check_config = [&](const auto& c) {
       // 40000: more than 1024 groups of 16 or 32, where a one-byte scale's encoders and
       // decoders come from a table.
       for (const std::size_t n : {0u, 1u, 5u, 15u, 16u, 17u, 31u, 32u, 33u, 100u, 1000u, 40000u}) {
@@ -217,10 +216,18 @@ TEST_SUITE("compress") {
           }
         }
       }
+    };
+    for_each_scaled_config([&](const auto& c) {
+      ++configs;
+      check_config(c);
     });
     // fp8 (3 examples), mxfp8, mxfp8_e5m2, mxfp4, nvfp4, terngrad (3), natural (3), qsgd8,
     // qsgd4 and qsgd2 (3 each)
     CHECK(configs == 22);
+    // Groups of 65 and 67: the 4- and 2-bit codes of every other group start inside a byte, so
+    // their stochastic codes, computed 64 at a time, are packed one by one.
+    check_config(cp::qsgd4{.block = 65});
+    check_config(cp::terngrad{.block = 67});
   }
 
   TEST_CASE("scaled: cpu::par writes and reads the bytes of cpu::seq, f32, f16 and bf16") {

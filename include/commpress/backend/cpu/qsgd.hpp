@@ -66,32 +66,41 @@ inline std::uint64_t reverse_bits(std::uint64_t v, unsigned count) {
 }
 
 /// Appends bits to a stream from a byte boundary, least significant bit first
-/// (format/bit_packing.hpp's order); finish() writes a partial last byte, its high bits 0.
+/// (format/bit_packing.hpp's order), in [out, end). Each put stores the 8 bytes from the
+/// stream's last partial byte on, then moves past the whole bytes: no branch on the bits held,
+/// which codes of varying lengths would mispredict. So the stream's last byte is always
+/// written, its high bits 0, and bytes after it, up to 7 and before `end`, may be written as 0.
 struct bit_writer {
   unsigned char* out;
-  std::uint64_t pending = 0;
+  unsigned char* end;
+  std::uint64_t pending = 0; ///< the bits of the partial byte at out: held < 8 between puts
   unsigned held = 0;
   std::uint64_t bits = 0; ///< bits appended
 
-  /// The low `count` bits of v (nothing above them), count <= 32. Writes four whole bytes at a
-  /// time, so nothing past the stream's own bytes.
+  /// The longest put.
+  static constexpr unsigned max_put = 56;
+
+  /// The low `count` bits of v (nothing above them), count <= max_put.
   COMMPRESS_FORCEINLINE void put(std::uint64_t v, unsigned count) {
     pending |= v << held;
     held += count;
     bits += count;
-    if (held >= 32) {
-      for (unsigned k = 0; k < 4; ++k)
+    if (end - out >= 8) {
+      format::detail::store_le<std::uint64_t>(out, pending);
+    } else { // the stream's own bytes only, near the end of its room
+      for (unsigned k = 0; k < (held + 7u) / 8u; ++k)
         out[k] = static_cast<unsigned char>(pending >> (8 * k));
-      out += 4;
-      pending >>= 32;
-      held -= 32;
     }
+    const unsigned whole = held & ~7u;
+    out += whole / 8u;
+    pending >>= whole;
+    held &= 7u;
   }
   /// Elias-gamma(v), v >= 1: floor(log2 v) zero bits, then v's floor(log2 v) + 1 bits from the
   /// most significant (a 1) down.
   COMMPRESS_FORCEINLINE void gamma(std::uint64_t v) {
     const unsigned top = 63u - static_cast<unsigned>(std::countl_zero(v));
-    if (top <= 15u) {
+    if (2u * top + 1u <= max_put) {
       put(reverse_bits(v, top + 1u) << top, 2u * top + 1u);
       return;
     }
@@ -108,32 +117,66 @@ struct bit_writer {
       put(r >> 32, top + 1u - 32u);
     }
   }
-  void finish() {
-    for (; held > 0; held = held > 8 ? held - 8 : 0) {
-      *out++ = static_cast<unsigned char>(pending);
-      pending >>= 8;
-    }
-    pending = 0;
-  }
 };
 
-/// Takes one group's codes in element order (the kit's put_codes writer) and appends each
+/// Takes each group's codes in element order (the kit's put_codes writer) and appends each
 /// nonzero level's entry: Elias-gamma(gap), sign bit, Elias-gamma(level). Positions count from
-/// 1 in the group; the gap is from the previous nonzero's position (0 before the first).
+/// 1 in the group; the gap is from the previous nonzero's position (0 before the first). The
+/// fixed coding gives a level 0 no sign, so its code is 0 and every other code is an entry.
 template <unsigned Bits> struct group_writer {
-  bit_writer& w;
+  bit_writer w;
   std::uint64_t position = 0; ///< of the last code taken
   std::uint64_t previous = 0; ///< position of the last nonzero level
 
+  void start_group() {
+    position = 0;
+    previous = 0;
+  }
+
+  /// Gaps below this go out with their entry in one put: gamma(gap) of at most 31 bits, and the
+  /// sign and gamma(level), at most 2 Bits - 2, together at most bit_writer::max_put.
+  static constexpr std::uint64_t short_gap = std::uint64_t{1} << 16;
+
   COMMPRESS_FORCEINLINE void put(std::uint32_t code) {
     ++position;
-    const std::uint32_t level = code & qsgd<Bits>::max_levels;
-    if (level == 0) // the fixed coding gives level 0 no sign
-      return;
-    w.gamma(position - previous);
-    w.put(code >> (Bits - 1), 1);
-    w.gamma(level);
+    if (code != 0)
+      put_entry(code);
+  }
+  /// 64 codes, one per byte, with the mask of those that are not 0 (bit j for code j). Only
+  /// those are visited: none in most of a sparse group, and no branch on each code in a dense
+  /// one. The writing goes through a local copy: the stream's stores cannot alias a local whose
+  /// address they never see, so its state stays in registers.
+  COMMPRESS_FORCEINLINE void put_64(const std::uint8_t* codes, std::uint64_t nonzero) {
+    const std::uint64_t first = position;
+    if (nonzero != 0) {
+      group_writer local = *this;
+      for (; nonzero != 0; nonzero &= nonzero - 1u) {
+        const unsigned j = static_cast<unsigned>(std::countr_zero(nonzero));
+        local.position = first + j + 1u;
+        local.put_entry(codes[j]);
+      }
+      *this = local;
+    }
+    position = first + 64;
+  }
+  /// The entry of a nonzero code at `position`.
+  COMMPRESS_FORCEINLINE void put_entry(std::uint32_t code) {
+    const std::uint64_t gap = position - previous;
     previous = position;
+    const std::uint32_t level = code & qsgd<Bits>::max_levels;
+    const unsigned level_top = 31u - static_cast<unsigned>(std::countl_zero(level));
+    // The sign, then gamma(level).
+    const std::uint64_t tail =
+        (code >> (Bits - 1)) | (reverse_bits(level, level_top + 1u) << level_top) << 1;
+    const unsigned tail_bits = 2u * level_top + 2u;
+    if (gap < short_gap) {
+      const unsigned gap_top = 63u - static_cast<unsigned>(std::countl_zero(gap));
+      const unsigned gap_bits = 2u * gap_top + 1u;
+      w.put((reverse_bits(gap, gap_top + 1u) << gap_top) | tail << gap_bits, gap_bits + tail_bits);
+      return;
+    }
+    w.gamma(gap);
+    w.put(tail, tail_bits);
   }
   /// The closing gap, to position m + 1 of a group of m elements.
   void close() { w.gamma(position + 1 - previous); }
@@ -146,7 +189,7 @@ std::size_t encode(const qsgd<Bits>& c, nonfinite_policy policy, const scaled_ki
                    const T* x, std::uint64_t n, unsigned char* body, std::uint64_t& written) {
   using C = qsgd<Bits>;
   const scaled_kit::layout<C> l(c, n, body);
-  bit_writer w{l.codes(c)};
+  group_writer<Bits> gw{bit_writer{l.codes(c), body + c.body_bytes(n)}};
   std::size_t bad = 0;
   for (std::uint64_t g = 0; g < scaled::n_groups(c, n); ++g) {
     const std::uint64_t first = g * l.length;
@@ -156,14 +199,13 @@ std::size_t encode(const qsgd<Bits>& c, nonfinite_policy policy, const scaled_ki
     const bool poisoned = m.st.nonfinite != 0 && policy == nonfinite_policy::propagate;
     const float s = poisoned ? C::poisoned_scale : c.make_scale(m.g, no_tensor_scale{});
     l.store_scale(g, s);
-    group_writer<Bits> gw{w};
+    gw.start_group();
     scaled_kit::put_codes(c, x, first, last, poisoned,
                           poisoned ? typename C::encoder{} : c.make_encoder(s, no_tensor_scale{}),
                           r, gw);
     gw.close();
   }
-  w.finish();
-  written = scaled::codes_offset(c, n) + (w.bits + 7u) / 8u;
+  written = scaled::codes_offset(c, n) + (gw.w.bits + 7u) / 8u;
   return bad;
 }
 

@@ -177,6 +177,11 @@ template <unsigned Bits> struct code_writer {
       }
     }
   }
+  /// 64 codes, one per byte (the mask of the nonzero ones unused).
+  COMMPRESS_FORCEINLINE void put_64(const std::uint8_t* codes, std::uint64_t) {
+    for (unsigned j = 0; j < 64; ++j)
+      put(codes[j]);
+  }
   void finish() {
     if (held > 0)
       *out++ = static_cast<unsigned char>(pending);
@@ -297,8 +302,8 @@ std::uint64_t put_minifloat_codes(const C& c, const T* COMMPRESS_RESTRICT x, std
 
 /// The codes of a codec with stochastic_lanes for x[first, first + 64 m), the largest m for which
 /// they fit in [first, last), element first + j drawing random[j], computed 64 at a time and
-/// packed together where the writer is a code_writer on a byte boundary (else put one by one);
-/// returns the first element not written.
+/// packed together where the writer is a code_writer on a byte boundary (else handed over by
+/// put_64); returns the first element not written.
 template <class C, class Writer>
 std::uint64_t put_stochastic_codes(const C& c, const float* COMMPRESS_RESTRICT x,
                                    std::uint64_t first, std::uint64_t last,
@@ -321,18 +326,21 @@ std::uint64_t put_stochastic_codes(const C& c, const float* COMMPRESS_RESTRICT x
         continue;
       }
     }
+    std::uint64_t nonzero = 0;
+    for (std::size_t q = 0; q < vectors_per_64; ++q)
+      nonzero |= std::uint64_t{mask_bits(gt_u32(codes[q], splat_u32(0)))} << (q * lanes);
     alignas(64) std::uint8_t each[64];
     store_bytes(each, bytes);
-    for (const std::uint8_t code : each)
-      w.put(code);
+    w.put_64(each, nonzero);
   }
   return i;
 }
 
 /// The codes of x[first, last), one group with encoder k (a poisoned group: all 0), into the
 /// writer; zero_and_count's non-finite elements count as 0.
-/// Writer: code_writer<C::code_bits>, or any type with put(code) (backend/cpu/qsgd.hpp's
-/// Elias writer takes the same codes).
+/// Writer: code_writer<C::code_bits>, or any type with put(code) for one code and
+/// put_64(codes, nonzero) for 64, one per byte, with the mask of the nonzero ones
+/// (backend/cpu/qsgd.hpp's Elias writer takes the same codes).
 template <class C, element T, class Writer>
 COMMPRESS_FORCEINLINE void put_codes(const C& c, const T* COMMPRESS_RESTRICT x, std::uint64_t first,
                                      std::uint64_t last, bool poisoned, typename C::encoder k,
