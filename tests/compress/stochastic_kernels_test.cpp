@@ -183,4 +183,26 @@ TEST_SUITE("compress") {
     CHECK(kept_below > 50);
     CHECK(dropped_below > 50);
   }
+
+  TEST_CASE("stochastic kernels: nonzero_bytes marks the nonzero codes of 64, byte j as bit j") {
+    // What the Elias writer visits: codes with only the sign bit or only the low bit set count.
+    std::uint64_t seed = 9;
+    for (int trial = 0; trial < 200; ++trial) {
+      alignas(64) std::uint8_t codes[64];
+      std::uint64_t want = 0;
+      for (unsigned j = 0; j < 64; ++j) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        const unsigned pick = static_cast<unsigned>(seed >> 60);
+        codes[j] = trial == 0   ? 0
+                   : trial == 1 ? 0x80
+                   : pick < 8   ? 0
+                                : static_cast<std::uint8_t>(pick == 8   ? 0x80
+                                                            : pick == 9 ? 1
+                                                                        : seed >> 32);
+        want |= std::uint64_t{codes[j] != 0} << j;
+      }
+      CAPTURE(trial);
+      CHECK(simd::nonzero_bytes(simd::load_bytes(codes)) == want);
+    }
+  }
 }

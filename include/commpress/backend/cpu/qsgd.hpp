@@ -142,9 +142,9 @@ template <unsigned Bits> struct group_writer {
     if (code != 0)
       put_entry(code);
   }
-  /// 64 codes, one per byte, with the mask of those that are not 0 (bit j for code j). Only
-  /// those are visited: none in most of a sparse group, and no branch on each code in a dense
-  /// one. The writing goes through a local copy: the stream's stores cannot alias a local whose
+  /// 64 codes, one per byte, with the mask of the nonzero ones (bit j for code j). Only those
+  /// are visited: none in most of a sparse group, and no branch on each code in a dense one.
+  /// The writing goes through a local copy: the stream's stores cannot alias a local whose
   /// address they never see, so its state stays in registers.
   COMMPRESS_FORCEINLINE void put_64(const std::uint8_t* codes, std::uint64_t nonzero) {
     const std::uint64_t first = position;

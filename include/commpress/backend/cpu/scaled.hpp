@@ -326,12 +326,9 @@ std::uint64_t put_stochastic_codes(const C& c, const float* COMMPRESS_RESTRICT x
         continue;
       }
     }
-    std::uint64_t nonzero = 0;
-    for (std::size_t q = 0; q < vectors_per_64; ++q)
-      nonzero |= std::uint64_t{mask_bits(gt_u32(codes[q], splat_u32(0)))} << (q * lanes);
     alignas(64) std::uint8_t each[64];
     store_bytes(each, bytes);
-    w.put_64(each, nonzero);
+    w.put_64(each, nonzero_bytes(bytes));
   }
   return i;
 }
@@ -339,8 +336,8 @@ std::uint64_t put_stochastic_codes(const C& c, const float* COMMPRESS_RESTRICT x
 /// The codes of x[first, last), one group with encoder k (a poisoned group: all 0), into the
 /// writer; zero_and_count's non-finite elements count as 0.
 /// Writer: code_writer<C::code_bits>, or any type with put(code) for one code and
-/// put_64(codes, nonzero) for 64, one per byte, with the mask of the nonzero ones
-/// (backend/cpu/qsgd.hpp's Elias writer takes the same codes).
+/// put_64(codes, nonzero) for 64, one per byte, with the mask of the nonzero ones (bit j for
+/// code j; backend/cpu/qsgd.hpp's Elias writer takes the same codes).
 template <class C, element T, class Writer>
 COMMPRESS_FORCEINLINE void put_codes(const C& c, const T* COMMPRESS_RESTRICT x, std::uint64_t first,
                                      std::uint64_t last, bool poisoned, typename C::encoder k,

@@ -270,6 +270,14 @@ COMMPRESS_FORCEINLINE b64 load_bytes(const void* p) {
   return {_mm256_loadu_si256(static_cast<const __m256i*>(p)),
           _mm256_loadu_si256(static_cast<const __m256i*>(p) + 1)};
 }
+/// The nonzero bytes of b, byte j as bit j.
+COMMPRESS_FORCEINLINE std::uint64_t nonzero_bytes(b64 b) {
+  const __m256i zero = _mm256_setzero_si256();
+  const auto zeros = [&](__m256i h) {
+    return static_cast<std::uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(h, zero)));
+  };
+  return ~(std::uint64_t{zeros(b.hi)} << 32 | zeros(b.lo));
+}
 /// Bytes 8 q .. 8 q + 7 of b, zero-extended.
 COMMPRESS_FORCEINLINE vu widen_u8(b64 b, unsigned q) {
   const __m256i half = q < 4 ? b.lo : b.hi;

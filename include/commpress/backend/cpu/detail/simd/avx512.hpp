@@ -253,6 +253,10 @@ COMMPRESS_FORCEINLINE void store_bytes(void* p, b64 b) {
 COMMPRESS_FORCEINLINE b64 load_bytes(const void* p) {
   return {_mm512_loadu_si512(p)};
 }
+/// The nonzero bytes of b, byte j as bit j.
+COMMPRESS_FORCEINLINE std::uint64_t nonzero_bytes(b64 b) {
+  return _mm512_test_epi8_mask(b.v, b.v);
+}
 /// Bytes 16 q .. 16 q + 15 of b, zero-extended.
 COMMPRESS_FORCEINLINE vu widen_u8(b64 b, unsigned q) {
   switch (q) {

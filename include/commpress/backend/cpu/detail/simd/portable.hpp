@@ -448,6 +448,21 @@ COMMPRESS_FORCEINLINE b64 load_bytes(const void* p) {
   std::memcpy(r.v, p, 64);
   return r;
 }
+/// The nonzero bytes of b, byte j as bit j. Eight bytes at a time: each byte's high bit set
+/// where it is nonzero, then the eight high bits gathered by one multiply (bit 8i + 7 lands on
+/// bit 56 + i, and no two partial products meet in the top byte).
+COMMPRESS_FORCEINLINE std::uint64_t nonzero_bytes(const b64& b) {
+  constexpr std::uint64_t low7 = 0x7f7f7f7f7f7f7f7fu;
+  std::uint64_t m = 0;
+  for (unsigned k = 0; k < 64; k += 8) {
+    std::uint64_t w = 0;
+    for (unsigned i = 0; i < 8; ++i)
+      w |= std::uint64_t{b.v[k + i]} << (8 * i);
+    const std::uint64_t high = (((w & low7) + low7) | w) & ~low7;
+    m |= ((high >> 7) * 0x0102040810204080u) >> 56 << k;
+  }
+  return m;
+}
 COMMPRESS_FORCEINLINE vu widen_u8(const b64& b, unsigned q) {
   vu r;
   COMMPRESS_SIMD_LANES(r, b.v[16 * q + j]);
