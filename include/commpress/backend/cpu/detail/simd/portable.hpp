@@ -456,8 +456,12 @@ COMMPRESS_FORCEINLINE std::uint64_t nonzero_bytes(const b64& b) {
   std::uint64_t m = 0;
   for (unsigned k = 0; k < 64; k += 8) {
     std::uint64_t w = 0;
-    for (unsigned i = 0; i < 8; ++i)
-      w |= std::uint64_t{b.v[k + i]} << (8 * i);
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(&w, b.v + k, 8);
+    } else {
+      for (unsigned i = 0; i < 8; ++i)
+        w |= std::uint64_t{b.v[k + i]} << (8 * i);
+    }
     const std::uint64_t high = (((w & low7) + low7) | w) & ~low7;
     m |= ((high >> 7) * 0x0102040810204080u) >> 56 << k;
   }
