@@ -93,9 +93,11 @@ template <class Codec> void BM_encode(benchmark::State& state, Codec c) {
       static_cast<double>(written) / (4.0 * static_cast<double>(n));
 }
 
-/// Decode into an output `offset` bytes past a huge page (a cache line): 0, or 16 as a plain
-/// std::vector of 32 MiB or more from glibc's allocator starts.
-template <class Codec> void BM_decode(benchmark::State& state, Codec c, std::size_t offset = 0) {
+/// Decode into an output of element type T `offset` bytes past a huge page (a cache line): 0,
+/// or 16 as a plain std::vector of 32 MiB or more from glibc's allocator starts. GB/s count 4
+/// bytes per element whatever T is, so rows of every output type compare element rates.
+template <class T = float, class Codec>
+void BM_decode(benchmark::State& state, Codec c, std::size_t offset = 0) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const auto& x = gaussian_input(n);
   const auto bytes = cp::max_payload_bytes(c, n);
@@ -105,8 +107,8 @@ template <class Codec> void BM_decode(benchmark::State& state, Codec c, std::siz
       cp::encode(cp::cpu::seq, c, {.seed = 1, .tensor_id = 3}, std::span<const float>(x),
                  std::span(payload).first(bytes), std::span(ws))
           .bytes;
-  auto out_bytes = scratch(3, 4 * n + offset);
-  std::span<float> out(reinterpret_cast<float*>(out_bytes.data() + offset), n);
+  auto out_bytes = scratch(3, sizeof(T) * n + offset);
+  std::span<T> out(reinterpret_cast<T*>(out_bytes.data() + offset), n);
   for (auto _ : state) {
     cp::decode(cp::cpu::seq, c, std::span<const std::byte>(payload).first(written), out);
     benchmark::ClobberMemory();
@@ -208,6 +210,22 @@ int main(int argc, char** argv) {
   off_line("qsgd4_tensor", cp::qsgd4{});
   off_line("natural_tensor", cp::natural{});
   off_line("qsgd8_block512", cp::qsgd8{.block = 512});
+  // 16-bit outputs, as a bf16 or fp16 model's gradients take them.
+  const auto to_16_bits = [](const char* name, auto c) {
+    benchmark::RegisterBenchmark((std::string("BM_decode_bf16/") + name).c_str(),
+                                 [c](benchmark::State& s) { BM_decode<cp::bfloat16>(s, c); })
+        ->Arg(1 << 20)
+        ->Arg(1 << 26)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("BM_decode_f16/") + name).c_str(),
+                                 [c](benchmark::State& s) { BM_decode<cp::half>(s, c); })
+        ->Arg(1 << 20)
+        ->Arg(1 << 26)
+        ->Unit(benchmark::kMillisecond);
+  };
+  to_16_bits("quantize_4bit_block128", cp::quantize{.bits = 4, .group = 128});
+  to_16_bits("fp8_e4m3_block128", cp::fp8{});
+  to_16_bits("qsgd8_block512", cp::qsgd8{.block = 512});
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv))
     return 1;

@@ -275,6 +275,40 @@ TEST_SUITE("compress") {
     });
   }
 
+  TEST_CASE("scaled: decoding into f16 and bf16 stores from_float of each fp32 value") {
+    // Values past f16's range (near the float maximum), in its subnormal range (a group of small
+    // values) and NaN (a poisoned group): each must round as to_half and to_bfloat16 do.
+    int nan = 0, half_inf = 0, half_subnormal = 0;
+    for_each_scaled_config([&](const auto& c) {
+      for (const std::size_t n : {1000u, 4099u}) {
+        if (!c.can_implement(n))
+          continue;
+        CAPTURE(n);
+        std::vector<float> x = sample(n, 11, true);
+        for (std::size_t i = n / 4; i < n / 4 + 256; ++i)
+          x[i] *= 1e-6f;
+        x[n / 2] = quiet_nan;
+        const auto p = encode_vec(cp::cpu::seq, c, x);
+        const std::vector<float> y = decode_vec(cp::cpu::seq, c, p, n);
+        std::vector<cp::half> yh(n);
+        std::vector<cp::bfloat16> yb(n);
+        cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), std::span(yh));
+        cp::decode(par_small, c, std::span<const std::byte>(p), std::span(yb));
+        for (std::size_t i = 0; i < n; ++i) {
+          CAPTURE(i);
+          CHECK(yh[i].bits == cp::to_half(y[i]).bits);
+          CHECK(yb[i].bits == cp::to_bfloat16(y[i]).bits);
+          nan += std::isnan(y[i]) ? 1 : 0;
+          half_inf += (yh[i].bits & 0x7fffu) == 0x7c00u ? 1 : 0;
+          half_subnormal += (yh[i].bits & 0x7c00u) == 0 && (yh[i].bits & 0x3ffu) != 0 ? 1 : 0;
+        }
+      }
+    });
+    CHECK(nan > 100);
+    CHECK(half_inf > 10);
+    CHECK(half_subnormal > 100);
+  }
+
   TEST_CASE("scaled: any scales and codes, NaN and Inf scales included, decode to decode_value "
             "bit for bit (NaN canonical, as on CUDA)") {
     const float float_scales[] = {cp::detail::bits_to_float(0x7fa00001u),

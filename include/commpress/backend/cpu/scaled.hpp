@@ -36,6 +36,7 @@
 #include <span>
 #include <type_traits>
 
+#include "commpress/backend/cpu/detail/cast_kernels.hpp"
 #include "commpress/backend/cpu/detail/element_io.hpp"
 #include "commpress/backend/cpu/detail/minifloat_kernels.hpp"
 #include "commpress/backend/cpu/detail/parallel.hpp"
@@ -609,10 +610,13 @@ void decode_range(const C& c, const layout<C, const unsigned char>& l, std::uint
       }
     });
   } else {
-    for_each_value(c, l, first, last, put, [&](std::uint64_t i, const float* values) {
-      for (std::uint64_t j = 0; j < 64; ++j)
-        put(i + j, values[j]);
-    });
+    // fp16's byte codes too go in runs: its rounding's branches keep an element-by-element
+    // loop scalar. bf16's rounding vectorizes in place.
+    static_assert(!Accumulate, "commpress: decode_accumulate adds into fp32");
+    for_each_value(
+        c, l, first, last, put,
+        [&](std::uint64_t i, const float* values) { store_elements_64(out + i, values); },
+        /*byte_codes_in_runs=*/std::same_as<T, half>);
   }
 }
 

@@ -5,8 +5,10 @@
 /// @file
 /// The vector loops of the cast codec: fp32 to bf16 or fp16 wire codes and back, the same
 /// codes and values as the per-element definitions of core/dtype.hpp (to_bfloat16, to_half,
-/// to_float), which their tails call.
+/// to_float), which their tails call; and the same rounding for decoded values stored into a
+/// bf16 or fp16 output (store_elements_64).
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -65,6 +67,42 @@ COMMPRESS_FORCEINLINE simd::vh cast_codes(const float* x, simd::vu& nonfinite_la
   if constexpr (!Zero)
     code = select(gt_i32(a, splat_u32(0x7f800000u)), splat_u16(0x7fffu), code);
   return code;
+}
+
+/// The bits of from_float<T> for the lanes of v, T bfloat16 (Bf16) or half: ties to even, a
+/// magnitude beyond the type's range to infinity, a NaN as 0x7fff (core/dtype.hpp).
+template <bool Bf16> COMMPRESS_FORCEINLINE simd::vh element_bits(simd::vf v) {
+  using namespace simd;
+  vh code;
+  if constexpr (Bf16) { // float_bits_to_bf16_bits' rounding
+    const vu u = bits(v);
+    const vu lsb = and_u32(srl<16>(u), splat_u32(1));
+    code = narrow_u16(srl<16>(add_u32(add_u32(u, splat_u32(0x7fffu)), lsb)));
+  } else {
+#if defined(COMMPRESS_SIMD_F16C)
+    code = half_bits(v);
+#endif
+  }
+  return select(is_nan(v), splat_u16(0x7fffu), code);
+}
+
+/// values[0, 64) stored as element type T (half or bfloat16) at out, each from_float<T>(value):
+/// a vector at a time where cast_vectorized serves T and the vector layer is an instruction
+/// set's. On the portable layer the compiler vectorizes bf16's element-by-element loop better.
+template <element T> COMMPRESS_FORCEINLINE void store_elements_64(T* out, const float* values) {
+  constexpr bool bf16 = std::same_as<T, bfloat16>;
+#if defined(COMMPRESS_SIMD_PORTABLE)
+  constexpr bool vectors = false;
+#else
+  constexpr bool vectors = cast_vectorized<bf16>;
+#endif
+  if constexpr (vectors) {
+    for (std::size_t q = 0; q < simd::vectors_per_64; ++q)
+      simd::store(out + q * simd::lanes, element_bits<bf16>(simd::load(values + q * simd::lanes)));
+  } else {
+    for (std::size_t j = 0; j < 64; ++j)
+      out[j] = from_float<T>(values[j]);
+  }
 }
 
 /// The wire code of one screened element (the tails of the vector loops).

@@ -455,13 +455,9 @@ COMMPRESS_FORCEINLINE std::uint64_t nonzero_bytes(const b64& b) {
   constexpr std::uint64_t low7 = 0x7f7f7f7f7f7f7f7fu;
   std::uint64_t m = 0;
   for (unsigned k = 0; k < 64; k += 8) {
+    // Byte i as bits 8i to 8i + 7: the CPU backend's hosts are little-endian.
     std::uint64_t w = 0;
-    if constexpr (std::endian::native == std::endian::little) {
-      std::memcpy(&w, b.v + k, 8);
-    } else {
-      for (unsigned i = 0; i < 8; ++i)
-        w |= std::uint64_t{b.v[k + i]} << (8 * i);
-    }
+    std::memcpy(&w, b.v + k, 8);
     const std::uint64_t high = (((w & low7) + low7) | w) & ~low7;
     m |= ((high >> 7) * 0x0102040810204080u) >> 56 << k;
   }
