@@ -58,16 +58,4 @@ unpack_one(const unsigned char* in, std::uint64_t i, unsigned bits) {
   return (v >> shift) & ((1u << bits) - 1u);
 }
 
-/// Writes code i into a packed stream whose bits for it are 0 (random access; used by encoders
-/// that visit single elements of a zeroed stream).
-COMMPRESS_HOST_DEVICE COMMPRESS_FORCEINLINE void or_one(unsigned char* out, std::uint64_t i,
-                                                        unsigned bits, std::uint32_t code) {
-  const std::uint64_t bit = i * bits;
-  unsigned char* p = out + (bit >> 3);
-  const unsigned shift = static_cast<unsigned>(bit & 7u);
-  p[0] = static_cast<unsigned char>(p[0] | (code << shift));
-  if (shift + bits > 8u)
-    p[1] = static_cast<unsigned char>(p[1] | (code >> (8u - shift)));
-}
-
 } // namespace commpress::detail

@@ -13,12 +13,10 @@
 /// the group's end; so its decode equals the fixed body's, bit for bit. Its length depends on
 /// the levels: encode reports it, and the header carries it (codec_ops.hpp).
 ///
-/// Decode validates the whole stream (a gap past its group's end, a level above s, a stream that
-/// ends early, bytes or bits after its end), throwing commpress::error before any output is
-/// written. A dense stream is read once, into the fixed body's codes in a buffer of its own,
-/// which the policy's fixed decode then writes out; a sparse one is read twice, to validate it,
-/// then to write its values and runs of zeros. The stream is read on one thread under every
-/// policy; cpu::par runs the fixed decode on its threads. The values are the same either way.
+/// Decode reads the stream twice: once to validate all of it (a gap past its group's end, a
+/// level above s, a stream that ends early, bytes or bits after its end), throwing
+/// commpress::error before any output is written, then to write the values. cpu::par runs the
+/// Elias body as cpu::seq does (the stream is sequential; the bytes are the same).
 
 #include <algorithm>
 #include <array>
@@ -27,7 +25,6 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <vector>
 
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/backend/cpu/scaled.hpp"
@@ -269,10 +266,8 @@ struct bit_reader {
     }
     return long_gamma();
   }
-  /// gamma() for a code longer than the bits at hand. Inlined, as every member the reading loop
-  /// calls: a call that takes the reader's address keeps its state in memory, where each byte
-  /// a sink stores might alias it.
-  COMMPRESS_FORCEINLINE std::uint64_t long_gamma() {
+  /// gamma() for a code longer than the bits at hand.
+  std::uint64_t long_gamma() {
     unsigned zeros = 0;
     for (;;) {
       if (held == 0) {
@@ -425,59 +420,14 @@ void read_body(const qsgd<Bits>& c, std::uint64_t n, const unsigned char* body,
     bit_reader::refuse("nonzero bits after the end of the stream");
 }
 
-/// A sink of read_body that writes each nonzero level's code into a fixed-width body's codes
-/// (format/bit_packing.hpp), zeroed before: 0 is the fixed coding's code of a level 0.
-template <unsigned Bits> struct fixed_code_writer {
-  unsigned char* codes;
-  void zeros(std::uint64_t, std::uint64_t, float) const {}
-  COMMPRESS_FORCEINLINE void value(std::uint64_t i, std::uint32_t code, float) const {
-    commpress::detail::or_one(codes, i, Bits, code);
-  }
-};
-
-/// c with the fixed-width body: the coding whose decode the Elias body's equals.
-template <unsigned Bits> qsgd<Bits> fixed_coding_of(qsgd<Bits> c) {
-  c.coding = qsgd_coding::fixed;
-  return c;
-}
-
-/// Whether an n-element body (n > 0) of `body_bytes` bytes decodes faster through the fixed
-/// body (to_fixed): where its stream has at least one bit per four elements. Reading the stream
-/// once, writing codes, then running the fixed body's vector decode beats reading it twice, the
-/// second time to write each entry's value, unless entries are rare: then most of the output is
-/// runs of zeros, filled at memory speed, and the fixed body's codes cost more than the stream.
-/// bench/README.md measures where the two cross.
-template <unsigned Bits>
-bool decodes_through_fixed(const qsgd<Bits>& c, std::uint64_t n, std::uint64_t body_bytes) {
-  const std::uint64_t stream_at = scaled::codes_offset(c, n);
-  return body_bytes > stream_at && (body_bytes - stream_at) * 32u >= n;
-}
-
-/// The fixed-width body of the same n elements (n > 0): the Elias body's group norms, and the
-/// codes its stream sends. Reads the stream once, throwing errc::corrupt as read_body does, so
-/// a caller that decodes the result has written nothing for a corrupt stream.
-template <unsigned Bits>
-std::vector<unsigned char> to_fixed(const qsgd<Bits>& c, std::uint64_t n, const unsigned char* body,
-                                    std::uint64_t body_bytes) {
-  const std::uint64_t stream_at = scaled::codes_offset(c, n);
-  std::vector<unsigned char> fixed(fixed_coding_of(c).body_bytes(n));
-  read_body(c, n, body, body_bytes, fixed_code_writer<Bits>{fixed.data() + stream_at});
-  std::copy(body, body + stream_at, fixed.data());
-  return fixed;
-}
-
-/// Writes out = value (or out += weight * value when Accumulate), each element's value
-/// decode_value(code, d) as the fixed body's, having validated the whole body first. A dense
-/// stream goes through to_fixed and decode_fixed(fixed codec, fixed body), the policy's decode
-/// of the fixed coding; a sparse one is read twice, to validate it, then to write.
-template <bool Accumulate, unsigned Bits, class T, class DecodeFixed>
+/// Validates the whole body, then writes out = value (or out += weight * value when
+/// Accumulate), each element's value decode_value(code, d) as the fixed body's.
+template <bool Accumulate, unsigned Bits, class T>
 void decode(const qsgd<Bits>& c, std::uint64_t body_bytes, const unsigned char* body,
-            std::span<T> out, float weight, DecodeFixed&& decode_fixed) {
+            std::span<T> out, float weight) {
   const std::uint64_t n = out.size();
   if (n == 0)
     return;
-  if (decodes_through_fixed(c, n, body_bytes))
-    return decode_fixed(fixed_coding_of(c), to_fixed(c, n, body, body_bytes).data());
   struct validate_only {
     void zeros(std::uint64_t, std::uint64_t, float) const {}
     void value(std::uint64_t, std::uint32_t, float) const {}
@@ -553,19 +503,14 @@ template <class C, class Policy, class Kit> struct qsgd_host_impl {
                           const unsigned char* body, std::span<T> out) {
     if (c.coding != qsgd_coding::elias)
       return Kit::decode_body(p, c, h, body, out);
-    cpu::detail::qsgd_elias::decode<false>(
-        c, h.body_bytes, body, out, 1.0f,
-        [&](const C& fixed, const unsigned char* b) { Kit::decode_body(p, fixed, h, b, out); });
+    cpu::detail::qsgd_elias::decode<false>(c, h.body_bytes, body, out, 1.0f);
   }
 
   static void accumulate_body(const Policy& p, const C& c, const payload_header& h,
                               const unsigned char* body, std::span<float> acc, float weight) {
     if (c.coding != qsgd_coding::elias)
       return Kit::accumulate_body(p, c, h, body, acc, weight);
-    cpu::detail::qsgd_elias::decode<true>(c, h.body_bytes, body, acc, weight,
-                                          [&](const C& fixed, const unsigned char* b) {
-                                            Kit::accumulate_body(p, fixed, h, b, acc, weight);
-                                          });
+    cpu::detail::qsgd_elias::decode<true>(c, h.body_bytes, body, acc, weight);
   }
 };
 
