@@ -81,6 +81,8 @@ template <bool Bf16> COMMPRESS_FORCEINLINE simd::vh element_bits(simd::vf v) {
   } else {
 #if defined(COMMPRESS_SIMD_F16C)
     code = half_bits(v);
+#else
+    static_assert(Bf16, "commpress: fp16 lanes need the hardware conversion (F16C)");
 #endif
   }
   return select(is_nan(v), splat_u16(0x7fffu), code);

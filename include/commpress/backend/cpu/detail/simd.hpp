@@ -25,8 +25,8 @@
 /// - reductions: reduce_max/min_u32, reduce_max/min_i32, reduce_add_u32;
 /// - codes: narrow_u8 / narrow_i8 (64 / lanes vectors into 64 bytes), widen_u8 (lanes bytes
 ///   back), load_i8, store_bytes, load_bytes, nonzero_bytes (a 64-bit mask of the nonzero
-///   bytes), store_packed<B> / load_packed<B> (64 codes of B
-///   bits in the layout of format/bit_packing.hpp; B = 0: the width is a run-time argument);
+///   bytes), store_packed<B> / load_packed<B> (64 codes of B bits in the layout of
+///   format/bit_packing.hpp; B = 0: the width is a run-time argument);
 ///   narrow_u16, splat_u16, select and store of vh, load_u16, and where COMMPRESS_SIMD_F16C is
 ///   defined half_bits / from_half (hardware fp16 conversion);
 /// - compaction: compress_store (all lanes written), compress_store_exact;
