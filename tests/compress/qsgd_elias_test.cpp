@@ -57,7 +57,7 @@ template <class Policy, class C, class T = float>
 std::vector<std::byte> encode_vec(const Policy& p, const C& c, const cp::context& ctx,
                                   const std::vector<T>& x, std::size_t* nonfinite = nullptr,
                                   std::vector<std::byte>* full = nullptr) {
-  std::vector<std::byte> out(cp::max_payload_bytes(c, x.size()), std::byte{0});
+  std::vector<std::byte> out(cp::max_payload_bytes(c, x.size()), std::byte{0xab});
   std::vector<std::byte> ws(cp::workspace_bytes(p, c, x.size()));
   const cp::encode_result r =
       cp::encode(p, c, ctx, std::span<const T>(x), std::span(out), std::span(ws));
@@ -134,6 +134,9 @@ void check_against_fixed(const cp::qsgd<Bits>& fixed, const std::vector<float>& 
   const auto pe = encode_vec(cp::cpu::seq, elias, ctx, x, &bad_elias, &whole);
   CHECK(bad_fixed == bad_elias);
   CHECK(pe.size() <= cp::max_payload_bytes(elias, n));
+  // The room after the body stays as the caller left it.
+  CHECK(std::all_of(whole.begin() + static_cast<std::ptrdiff_t>(pe.size()), whole.end(),
+                    [](std::byte b) { return b == std::byte{0xab}; }));
   // The same bytes under cpu::par, with ranges much shorter than the tensor.
   const cp::cpu::par_t par{.threads = 3, .grain = 64};
   CHECK(encode_vec(par, elias, ctx, x) == pe);
@@ -422,8 +425,8 @@ TEST_SUITE("compress") {
   }
 
   TEST_CASE("qsgd elias: Elias-gamma codes of every length, written and read back") {
-    // Values of 1 to 64 bits, each between two short codes, into a room exactly the stream's
-    // length, so that the writer's last puts store byte by byte.
+    // Values of 1 to 64 bits, each between two short codes, into a room one byte longer than
+    // the stream: the writer must not touch that byte.
     std::mt19937_64 gen(3);
     std::vector<std::uint64_t> values;
     for (unsigned bits = 1; bits <= 64; ++bits) {
@@ -437,9 +440,10 @@ TEST_SUITE("compress") {
       stream_bits += gamma_bits(v);
     std::vector<unsigned char> room((stream_bits + 7) / 8 + 1, 0xee);
     namespace elias = cp::cpu::detail::qsgd_elias;
-    elias::bit_writer w{room.data(), room.data() + room.size() - 1};
+    elias::bit_writer w{room.data()};
     for (const std::uint64_t v : values)
       w.gamma(v);
+    w.finish();
     CHECK(w.bits == stream_bits);
     CHECK(room.back() == 0xee); // nothing past the room
     elias::bit_reader r{room.data(), room.data(), room.data() + room.size() - 1};

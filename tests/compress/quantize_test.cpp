@@ -492,6 +492,44 @@ TEST_SUITE("compress") {
     }
   }
 
+  TEST_CASE_TEMPLATE("quantize: a 16-bit output holds from_float of each fp32 value, for every "
+                     "width, range and granularity",
+                     T, cp::half, cp::bfloat16) {
+    // Values past f16's range, in its subnormal range, a NaN (a poisoned group) and a wide
+    // asymmetric record (a group spanning most of the float range), over sizes with a tail.
+    for (const std::size_t n : {9u, 3001u, 5000u}) {
+      std::vector<float> x = sample(n, 12);
+      for (std::size_t i = 0; i < n; ++i)
+        x[i] *= i % 3 == 0 ? 1e5f : 1.0f;
+      for (std::size_t i = n / 3; i < n / 3 + 200 && i < n; ++i)
+        x[i] *= 1e-7f;
+      if (n > 1000) {
+        x[700] = nan_f;
+        x[300] = -3e38f;
+        x[301] = 3e38f;
+      }
+      for (std::uint32_t b : {2u, 4u, 5u, 8u})
+        for (auto range : {quant_range::symmetric, quant_range::asymmetric})
+          for (const std::uint32_t group : {0u, 128u, 64u}) {
+            CAPTURE(n);
+            CAPTURE(b);
+            CAPTURE(group);
+            const cp::quantize c{
+                .bits = b,
+                .granularity = group == 0 ? scale_granularity::tensor : scale_granularity::block,
+                .group = group,
+                .range = range};
+            const auto p = encode(c, x);
+            const auto y = decode<float>(c, p, n);
+            const auto yt = decode<T>(c, p, n);
+            std::size_t differ = 0;
+            for (std::size_t i = 0; i < n; ++i)
+              differ += yt[i].bits != cp::from_float<T>(y[i]).bits ? 1u : 0u;
+            CHECK(differ == 0);
+          }
+    }
+  }
+
   TEST_CASE("quantize: roundtrip equals decode(encode) bit for bit for every configuration") {
     auto x = sample(1000, 8);
     x[17] = nan_f; // exercises the non-finite paths too

@@ -63,35 +63,30 @@ inline std::uint64_t reverse_bits(std::uint64_t v, unsigned count) {
 }
 
 /// Appends bits to a stream from a byte boundary, least significant bit first
-/// (format/bit_packing.hpp's order), in [out, end). Each put stores the 8 bytes from the
-/// stream's last partial byte on, then moves past the whole bytes: no branch on the bits held,
-/// which codes of varying lengths would mispredict. So the stream's last byte is always
-/// written, its high bits 0, and bytes after it, up to 7 and before `end`, may be written as 0.
+/// (format/bit_packing.hpp's order); finish() writes a partial last byte, its high bits 0.
+/// Nothing past the stream's own bytes is written: the rest of the payload's room stays as the
+/// caller left it.
 struct bit_writer {
   unsigned char* out;
-  unsigned char* end;
-  std::uint64_t pending = 0; ///< the bits of the partial byte at out: held < 8 between puts
+  std::uint64_t pending = 0;
   unsigned held = 0;
   std::uint64_t bits = 0; ///< bits appended
 
   /// The longest put.
-  static constexpr unsigned max_put = 56;
+  static constexpr unsigned max_put = 32;
 
-  /// The low `count` bits of v (nothing above them), count <= max_put.
+  /// The low `count` bits of v (nothing above them), count <= max_put. Writes four whole bytes
+  /// at a time.
   COMMPRESS_FORCEINLINE void put(std::uint64_t v, unsigned count) {
     pending |= v << held;
     held += count;
     bits += count;
-    if (end - out >= 8) {
-      format::detail::store_le<std::uint64_t>(out, pending);
-    } else { // the stream's own bytes only, near the end of its room
-      for (unsigned k = 0; k < (held + 7u) / 8u; ++k)
-        out[k] = static_cast<unsigned char>(pending >> (8 * k));
+    if (held >= 32) {
+      format::detail::store_le<std::uint32_t>(out, static_cast<std::uint32_t>(pending));
+      out += 4;
+      pending >>= 32;
+      held -= 32;
     }
-    const unsigned whole = held & ~7u;
-    out += whole / 8u;
-    pending >>= whole;
-    held &= 7u;
   }
   /// Elias-gamma(v), v >= 1: floor(log2 v) zero bits, then v's floor(log2 v) + 1 bits from the
   /// most significant (a 1) down.
@@ -114,6 +109,13 @@ struct bit_writer {
       put(r >> 32, top + 1u - 32u);
     }
   }
+  void finish() {
+    for (; held > 0; held = held > 8 ? held - 8 : 0) {
+      *out++ = static_cast<unsigned char>(pending);
+      pending >>= 8;
+    }
+    pending = 0;
+  }
 };
 
 /// Takes each group's codes in element order (the kit's put_codes writer) and appends each
@@ -129,10 +131,6 @@ template <unsigned Bits> struct group_writer {
     position = 0;
     previous = 0;
   }
-
-  /// Gaps below this go out with their entry in one put: gamma(gap) of at most 31 bits, and the
-  /// sign and gamma(level), at most 2 Bits - 2, together at most bit_writer::max_put.
-  static constexpr std::uint64_t short_gap = std::uint64_t{1} << 16;
 
   COMMPRESS_FORCEINLINE void put(std::uint32_t code) {
     ++position;
@@ -166,9 +164,9 @@ template <unsigned Bits> struct group_writer {
     const std::uint64_t tail =
         (code >> (Bits - 1)) | (reverse_bits(level, level_top + 1u) << level_top) << 1;
     const unsigned tail_bits = 2u * level_top + 2u;
-    if (gap < short_gap) {
-      const unsigned gap_top = 63u - static_cast<unsigned>(std::countl_zero(gap));
-      const unsigned gap_bits = 2u * gap_top + 1u;
+    const unsigned gap_top = 63u - static_cast<unsigned>(std::countl_zero(gap));
+    const unsigned gap_bits = 2u * gap_top + 1u;
+    if (gap_bits + tail_bits <= bit_writer::max_put) { // the common case: the entry in one put
       w.put((reverse_bits(gap, gap_top + 1u) << gap_top) | tail << gap_bits, gap_bits + tail_bits);
       return;
     }
@@ -186,7 +184,7 @@ std::size_t encode(const qsgd<Bits>& c, nonfinite_policy policy, const scaled_ki
                    const T* x, std::uint64_t n, unsigned char* body, std::uint64_t& written) {
   using C = qsgd<Bits>;
   const scaled_kit::layout<C> l(c, n, body);
-  group_writer<Bits> gw{bit_writer{l.codes(c), body + c.body_bytes(n)}};
+  group_writer<Bits> gw{bit_writer{l.codes(c)}};
   std::size_t bad = 0;
   for (std::uint64_t g = 0; g < scaled::n_groups(c, n); ++g) {
     const std::uint64_t first = g * l.length;
@@ -202,6 +200,7 @@ std::size_t encode(const qsgd<Bits>& c, nonfinite_policy policy, const scaled_ki
                           r, gw);
     gw.close();
   }
+  gw.w.finish();
   written = scaled::codes_offset(c, n) + (gw.w.bits + 7u) / 8u;
   return bad;
 }

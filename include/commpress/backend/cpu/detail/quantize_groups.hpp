@@ -28,6 +28,7 @@
 #include <span>
 #include <type_traits>
 
+#include "commpress/backend/cpu/detail/cast_kernels.hpp"
 #include "commpress/backend/cpu/detail/element_io.hpp"
 #include "commpress/backend/cpu/detail/philox.hpp"
 #include "commpress/backend/cpu/detail/prefetch.hpp"
@@ -637,9 +638,9 @@ void decode_each(const config& c, bool column, const unsigned char* body, std::s
 }
 
 /// Elements [first, last) of an n-element body (first a multiple of 8) into out: out = value,
-/// or with Accumulate out += weight * value. fp32 groups that start on a multiple of 8 take the
-/// kernels, but for a wide asymmetric group's record; everything else decode_each: the same
-/// expressions, so the same bits.
+/// or with Accumulate out += weight * value. Groups that start on a multiple of 8 take the
+/// fp32 kernels (through a buffer for a 16-bit output), but for a wide asymmetric group's
+/// record; everything else decode_each: the same expressions, so the same bits.
 template <bool Accumulate, element T>
 void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out, float weight,
             std::size_t first, std::size_t last) {
@@ -693,6 +694,36 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
         stream->finish();
       return;
     }
+  } else if (!column && (c.len % 8 == 0 || c.len == n)) {
+    // A 16-bit output: the fp32 kernels decode a window at a time into a buffer, whose values
+    // store_elements_64 converts as from_float does. The window's runs count from its first
+    // element (a multiple of 8), and its codes from that element's byte.
+    static_assert(!Accumulate, "commpress: decode_accumulate adds into fp32");
+    const decode_kernel kernel = decode_kernel_for<false>(c);
+    constexpr std::size_t window = 1024;
+    alignas(64) float values[window];
+    value_run runs[window / 8]; // every group but the tensor's last holds 8 or more elements
+    for (std::size_t a = first; a < last; a += window) {
+      const std::size_t m = last - a < window ? last - a : window;
+      std::size_t count = 0;
+      for (std::size_t begin = a, g = a / c.len; begin < a + m; ++g) {
+        const std::size_t e = (g + 1) * c.len < a + m ? (g + 1) * c.len : a + m;
+        const quantize::record rec = load_record(c.range, body, g);
+        if (quantize::is_wide_record(c.range, rec))
+          decode_each(c, false, body, begin, e,
+                      [&](std::size_t i, float v) { values[i - a] = v; });
+        else
+          runs[count++] = {begin - a, e - a, rec};
+        begin = e;
+      }
+      kernel(body + c.codes + a / 8 * c.bits, c.bits, runs, count, values, m, 1.0f, nullptr);
+      std::size_t k = 0;
+      for (; m - k >= 64; k += 64)
+        store_elements_64(out + a + k, values + k);
+      for (; k < m; ++k)
+        out[a + k] = from_float<T>(values[k]);
+    }
+    return;
   }
   decode_each(c, column, body, first, last, put);
 }
