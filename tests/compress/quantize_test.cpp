@@ -514,11 +514,11 @@ TEST_SUITE("compress") {
             CAPTURE(n);
             CAPTURE(b);
             CAPTURE(group);
-            const cp::quantize c{
-                .bits = b,
-                .granularity = group == 0 ? scale_granularity::tensor : scale_granularity::block,
-                .group = group,
-                .range = range};
+            const cp::quantize c{.bits = b,
+                                 .granularity = group == 0 ? scale_granularity::tensor
+                                                           : scale_granularity::block,
+                                 .group = group,
+                                 .range = range};
             const auto p = encode(c, x);
             const auto y = decode<float>(c, p, n);
             const auto yt = decode<T>(c, p, n);

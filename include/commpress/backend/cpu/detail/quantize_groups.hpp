@@ -710,8 +710,7 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
         const std::size_t e = (g + 1) * c.len < a + m ? (g + 1) * c.len : a + m;
         const quantize::record rec = load_record(c.range, body, g);
         if (quantize::is_wide_record(c.range, rec))
-          decode_each(c, false, body, begin, e,
-                      [&](std::size_t i, float v) { values[i - a] = v; });
+          decode_each(c, false, body, begin, e, [&](std::size_t i, float v) { values[i - a] = v; });
         else
           runs[count++] = {begin - a, e - a, rec};
         begin = e;
