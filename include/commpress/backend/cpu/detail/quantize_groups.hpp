@@ -27,6 +27,7 @@
 #include <optional>
 #include <span>
 #include <type_traits>
+#include <utility>
 
 #include "commpress/backend/cpu/detail/cast_kernels.hpp"
 #include "commpress/backend/cpu/detail/element_io.hpp"
@@ -637,6 +638,35 @@ void decode_each(const config& c, bool column, const unsigned char* body, std::s
   }
 }
 
+/// Walks the groups that hold elements [first, last) (block or tensor granularity), in order:
+/// the runs of groups whose records the kernels serve go to on_runs(runs, count), at most Most
+/// at a time, their elements counted from `origin`; each group with a wide record
+/// (quantize::is_wide_record) goes to on_wide(begin, end), in element indices of the tensor.
+template <std::size_t Most, class OnRuns, class OnWide>
+void for_each_run(const config& c, const unsigned char* body, std::size_t first, std::size_t last,
+                  std::size_t origin, OnRuns&& on_runs, OnWide&& on_wide) {
+  value_run runs[Most];
+  std::size_t count = 0;
+  // Group g holds the elements [g * len, (g + 1) * len); every run but the first starts at its
+  // group's first element, so g counts up (no division per group).
+  for (std::size_t begin = first, g = first / c.len; begin < last; ++g) {
+    const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
+    const quantize::record rec = load_record(c.range, body, g);
+    if (quantize::is_wide_record(c.range, rec)) {
+      if (count != 0)
+        on_runs(runs, std::exchange(count, 0));
+      on_wide(begin, e);
+    } else {
+      runs[count++] = {begin - origin, e - origin, rec};
+      if (count == Most)
+        on_runs(runs, std::exchange(count, 0));
+    }
+    begin = e;
+  }
+  if (count != 0)
+    on_runs(runs, count);
+}
+
 /// Elements [first, last) of an n-element body (first a multiple of 8) into out: out = value,
 /// or with Accumulate out += weight * value. Groups that start on a multiple of 8 take the
 /// fp32 kernels (through a buffer for a 16-bit output), but for a wide asymmetric group's
@@ -663,33 +693,15 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
           reinterpret_cast<std::uintptr_t>(out) % 4 == 0 &&
           (c.len == n || (c.len % 16 == 0 && first % 16 == 0)))
         stream.emplace(out, first);
-      constexpr std::size_t most = 256;
-      value_run runs[most];
-      // Group g holds the elements [g * len, (g + 1) * len); every run but the first starts
-      // at its group's first element, so g counts up (no division per group).
-      for (std::size_t begin = first, g = first / c.len; begin < last;) {
-        std::size_t count = 0;
-        bool wide = false;
-        for (; count < most && begin < last; ++count, ++g) {
-          const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
-          const quantize::record rec = load_record(c.range, body, g);
-          if (quantize::is_wide_record(c.range, rec)) {
-            wide = true;
-            break;
-          }
-          runs[count] = {begin, e, rec};
-          begin = e;
-        }
-        if (count != 0)
-          kernel(body + c.codes, c.bits, runs, count, out, last, weight,
-                 stream ? &*stream : nullptr);
-        if (wide) { // that group element by element
-          const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
-          decode_each(c, false, body, begin, e, put);
-          begin = e;
-          ++g;
-        }
-      }
+      for_each_run<256>(
+          c, body, first, last, 0,
+          [&](const value_run* runs, std::size_t count) {
+            kernel(body + c.codes, c.bits, runs, count, out, last, weight,
+                   stream ? &*stream : nullptr);
+          },
+          [&](std::size_t begin, std::size_t end) {
+            decode_each(c, false, body, begin, end, put);
+          });
       if (stream)
         stream->finish();
       return;
@@ -702,20 +714,17 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
     const decode_kernel kernel = decode_kernel_for<false>(c);
     constexpr std::size_t window = 1024;
     alignas(64) float values[window];
-    value_run runs[window / 8]; // every group but the tensor's last holds 8 or more elements
     for (std::size_t a = first; a < last; a += window) {
       const std::size_t m = last - a < window ? last - a : window;
-      std::size_t count = 0;
-      for (std::size_t begin = a, g = a / c.len; begin < a + m; ++g) {
-        const std::size_t e = (g + 1) * c.len < a + m ? (g + 1) * c.len : a + m;
-        const quantize::record rec = load_record(c.range, body, g);
-        if (quantize::is_wide_record(c.range, rec))
-          decode_each(c, false, body, begin, e, [&](std::size_t i, float v) { values[i - a] = v; });
-        else
-          runs[count++] = {begin - a, e - a, rec};
-        begin = e;
-      }
-      kernel(body + c.codes + a / 8 * c.bits, c.bits, runs, count, values, m, 1.0f, nullptr);
+      for_each_run<window / 8>(
+          c, body, a, a + m, a,
+          [&](const value_run* runs, std::size_t count) {
+            kernel(body + c.codes + a / 8 * c.bits, c.bits, runs, count, values, m, 1.0f, nullptr);
+          },
+          [&](std::size_t begin, std::size_t end) {
+            decode_each(c, false, body, begin, end,
+                        [&](std::size_t i, float v) { values[i - a] = v; });
+          });
       std::size_t k = 0;
       for (; m - k >= 64; k += 64)
         store_elements_64(out + a + k, values + k);
