@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "commpress/backend/cpu/cast.hpp"
+#include "commpress/backend/cpu/detail/cast_kernels.hpp"
 #include "commpress/backend/cpu/detail/philox.hpp"
 #include "commpress/backend/cpu/detail/reduce.hpp"
 #include "commpress/backend/cpu/par.hpp"
@@ -506,5 +507,58 @@ TEST_SUITE("compress") {
         }
         CHECK(mismatches == 0);
       }
+  }
+
+  TEST_CASE("fp16 lanes: the integer rounding and the 16-bit output stores equal to_half and "
+            "to_bfloat16 for every high half and the rounding boundaries of the low one, and "
+            "every fp16 code decodes to half_bits_to_float_bits") {
+    // Low halves at and around a normal half's tie (bit 12 of the 13 dropped), with either
+    // parity of the kept bit 13; a subnormal half's ties lie in the high half, all of which is
+    // taken.
+    constexpr std::uint32_t lows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff,
+                                      0x2000, 0x2fff, 0x3000, 0x3001, 0x7fff, 0x8000,
+                                      0x8001, 0xefff, 0xf000, 0xffff};
+    constexpr std::size_t per_high = std::size(lows);
+    std::size_t lane_mismatches = 0;
+    std::size_t half_mismatches = 0;
+    std::size_t bf16_mismatches = 0;
+    alignas(64) float v[64];
+    for (std::uint32_t high = 0; high < 0x10000; high += 64 / per_high) {
+      for (std::size_t j = 0; j < 64; ++j)
+        v[j] = cp::detail::bits_to_float((high + static_cast<std::uint32_t>(j / per_high)) << 16 |
+                                         lows[j % per_high]);
+      for (std::size_t q = 0; q < 64; q += cp::cpu::simd::lanes) {
+        alignas(64) std::uint16_t lane[cp::cpu::simd::lanes];
+        cp::cpu::simd::store(lane, cp::cpu::detail::half_bits_rounded(cp::cpu::simd::load(v + q)));
+        for (std::size_t j = 0; j < cp::cpu::simd::lanes; ++j)
+          lane_mismatches += !std::isnan(v[q + j]) && lane[j] != cp::to_half(v[q + j]).bits;
+      }
+      cp::half h[64];
+      cp::bfloat16 b[64];
+      cp::cpu::detail::store_elements_64(h, v);
+      cp::cpu::detail::store_elements_64(b, v);
+      for (std::size_t j = 0; j < 64; ++j) {
+        half_mismatches += h[j].bits != cp::to_half(v[j]).bits;
+        bf16_mismatches += b[j].bits != cp::to_bfloat16(v[j]).bits;
+      }
+    }
+    CHECK(lane_mismatches == 0);
+    CHECK(half_mismatches == 0);
+    CHECK(bf16_mismatches == 0);
+
+    // And back: every fp16 code's value, NaN payloads kept, bit for bit.
+    std::size_t value_mismatches = 0;
+    for (std::uint32_t first = 0; first < 0x10000; first += cp::cpu::simd::lanes) {
+      alignas(64) std::uint16_t codes[cp::cpu::simd::lanes];
+      for (std::size_t j = 0; j < cp::cpu::simd::lanes; ++j)
+        codes[j] = static_cast<std::uint16_t>(first + j);
+      alignas(64) float values[cp::cpu::simd::lanes];
+      cp::cpu::simd::store(values,
+                           cp::cpu::detail::half_values(cp::cpu::simd::load_u16(codes), codes));
+      for (std::size_t j = 0; j < cp::cpu::simd::lanes; ++j)
+        value_mismatches +=
+            cp::detail::float_to_bits(values[j]) != cp::detail::half_bits_to_float_bits(codes[j]);
+    }
+    CHECK(value_mismatches == 0);
   }
 }

@@ -24,15 +24,61 @@
 
 namespace commpress::cpu::detail {
 
-/// Whether the vector loops serve this code type: bf16 everywhere (integer rounding), fp16
-/// where the hardware converts (COMMPRESS_SIMD_F16C).
-template <bool Bf16>
-inline constexpr bool cast_vectorized =
+/// to_half's bits for the lanes of v without a hardware conversion, for every lane but NaN
+/// (whose code the caller chooses): ties to even, a magnitude of 65520 or more to infinity.
+/// A normal half is rounded in the integers, as float_bits_to_half_bits rounds it: rebias the
+/// exponent, add 0xfff plus the kept mantissa's lowest bit, drop 13 bits (a carry may reach
+/// the exponent, which is right). A half subnormal is rounded by the fp32 adder: |v| + 0.5f
+/// has an ulp of 2^-24, the subnormal half's, so the sum's low bits are the rounded code.
+COMMPRESS_FORCEINLINE simd::vh half_bits_rounded(simd::vf v) {
+  using namespace simd;
+  const vu u = bits(v);
+  const vu a = and_u32(u, splat_u32(0x7fffffffu));
+  const vu sign = srl<16>(xor_u32(u, a));
+  const vu odd = and_u32(srl<13>(a), splat_u32(1));
+  // a - 0x38000000 + 0xfff, modulo 2^32.
+  const vu normal = srl<13>(add_u32(add_u32(a, splat_u32(0xc8000fffu)), odd));
+  const vu subnormal = sub_u32(bits(add(from_bits(a), splat(0.5f))), splat_u32(0x3f000000u));
+  // a <= 0x7fffffff: the signed comparisons order it.
+  vu code = select(gt_i32(a, splat_u32(0x387fffffu)), normal, subnormal);
+  code = select(gt_i32(a, splat_u32(0x477fefffu)), splat_u32(0x7c00u), code);
+  return narrow_u16(or_u32(code, sign));
+}
+
+/// fp16 codes of the lanes of v (NaN lanes as half_bits_rounded leaves them): the hardware
+/// conversion where there is one.
+COMMPRESS_FORCEINLINE simd::vh half_lanes(simd::vf v) {
 #if defined(COMMPRESS_SIMD_F16C)
-    true;
+  return simd::half_bits(v);
 #else
-    Bf16;
+  return half_bits_rounded(v);
 #endif
+}
+
+/// The values of the fp16 codes in the low halves of u's lanes (read from p), as
+/// half_bits_to_float_bits gives them: a NaN keeps its payload, which the hardware conversion
+/// would quiet, so its lanes are rebuilt. Without the hardware, in the integers: the exponent is
+/// rebiased, once more for Inf and NaN; a subnormal half m * 2^-24 is 2^-14 + m * 2^-24 built
+/// from its bits, less 2^-14, which the fp32 subtracter takes exactly.
+COMMPRESS_FORCEINLINE simd::vf half_values(simd::vu u, [[maybe_unused]] const void* p) {
+  using namespace simd;
+  const vu sign = sll<16>(and_u32(u, splat_u32(0x8000u)));
+#if defined(COMMPRESS_SIMD_F16C)
+  const vu nan_bits =
+      or_u32(or_u32(sign, splat_u32(0x7f800000u)), sll<13>(and_u32(u, splat_u32(0x3ffu))));
+  return select(gt_i32(and_u32(u, splat_u32(0x7fffu)), splat_u32(0x7c00u)), from_bits(nan_bits),
+                from_half(p));
+#else
+  const vu m = sll<13>(and_u32(u, splat_u32(0x7fffu)));
+  const vu e = and_u32(m, splat_u32(0x0f800000u));
+  vu v = add_u32(m, splat_u32(0x38000000u));
+  v = select(eq_u32(e, splat_u32(0x0f800000u)), add_u32(v, splat_u32(0x38000000u)), v);
+  const vu subnormal =
+      bits(sub(from_bits(add_u32(m, splat_u32(0x38800000u))), from_bits(splat_u32(0x38800000u))));
+  v = select(eq_u32(e, splat_u32(0)), subnormal, v);
+  return from_bits(or_u32(v, sign));
+#endif
+}
 
 /// The wire codes of x[0..lanes): to_bfloat16 (Bf16) or to_half of the screened value (Zero:
 /// NaN/Inf become 0), a NaN as the canonical code 0x7fff. Counts the NaN/Inf inputs per lane.
@@ -46,9 +92,7 @@ COMMPRESS_FORCEINLINE simd::vh cast_codes(const float* x, simd::vu& nonfinite_la
       const vu lsb = and_u32(srl<16>(w), splat_u32(1));
       return narrow_u16(srl<16>(add_u32(add_u32(w, splat_u32(0x7fffu)), lsb)));
     } else {
-#if defined(COMMPRESS_SIMD_F16C)
-      return half_bits(from_bits(w));
-#endif
+      return half_lanes(from_bits(w));
     }
   };
   // Only magnitudes beyond the code type's largest finite value (NaN and infinities among them)
@@ -79,24 +123,20 @@ template <bool Bf16> COMMPRESS_FORCEINLINE simd::vh element_bits(simd::vf v) {
     const vu lsb = and_u32(srl<16>(u), splat_u32(1));
     code = narrow_u16(srl<16>(add_u32(add_u32(u, splat_u32(0x7fffu)), lsb)));
   } else {
-#if defined(COMMPRESS_SIMD_F16C)
-    code = half_bits(v);
-#else
-    static_assert(Bf16, "commpress: fp16 lanes need the hardware conversion (F16C)");
-#endif
+    code = half_lanes(v);
   }
   return select(is_nan(v), splat_u16(0x7fffu), code);
 }
 
-/// values[0, 64) stored as element type T (half or bfloat16) at out, each from_float<T>(value):
-/// a vector at a time where cast_vectorized serves T and the vector layer is an instruction
-/// set's. On the portable layer the compiler vectorizes bf16's element-by-element loop better.
+/// values[0, 64) stored as element type T (half or bfloat16) at out, each from_float<T>(value),
+/// a vector at a time; but bf16 on the portable layer, whose element-by-element loop the
+/// compiler vectorizes better.
 template <element T> COMMPRESS_FORCEINLINE void store_elements_64(T* out, const float* values) {
   constexpr bool bf16 = std::same_as<T, bfloat16>;
 #if defined(COMMPRESS_SIMD_PORTABLE)
-  constexpr bool vectors = false;
+  constexpr bool vectors = !bf16;
 #else
-  constexpr bool vectors = cast_vectorized<bf16>;
+  constexpr bool vectors = true;
 #endif
   if constexpr (vectors) {
     for (std::size_t q = 0; q < simd::vectors_per_64; ++q)
@@ -128,18 +168,16 @@ template <bool Bf16, bool Zero>
   using namespace simd;
   std::size_t bad = 0;
   std::size_t i = 0;
-  if constexpr (cast_vectorized<Bf16>) {
-    // Per-lane counters, emptied every 2^24 elements so that none can overflow.
-    while (i + lanes <= n) {
-      const std::size_t block_end = n - i > (std::size_t{1} << 24) ? i + (std::size_t{1} << 24) : n;
-      vu nonfinite_lanes = splat_u32(0);
-      for (; i + lanes <= block_end; i += lanes) {
-        if (i % 16 == 0)
-          prefetch(i);
-        store(out + 2 * i, cast_codes<Bf16, Zero>(x + i, nonfinite_lanes));
-      }
-      bad += reduce_add_u32(nonfinite_lanes);
+  // Per-lane counters, emptied every 2^24 elements so that none can overflow.
+  while (i + lanes <= n) {
+    const std::size_t block_end = n - i > (std::size_t{1} << 24) ? i + (std::size_t{1} << 24) : n;
+    vu nonfinite_lanes = splat_u32(0);
+    for (; i + lanes <= block_end; i += lanes) {
+      if (i % 16 == 0)
+        prefetch(i);
+      store(out + 2 * i, cast_codes<Bf16, Zero>(x + i, nonfinite_lanes));
     }
+    bad += reduce_add_u32(nonfinite_lanes);
   }
   for (; i < n; ++i) {
     const std::uint16_t code = cast_code<Bf16, Zero>(x[i], bad);
@@ -187,33 +225,19 @@ COMMPRESS_INTRINSICS_END
 
 /// Decodes n bf16 (Bf16) or fp16 wire codes: out = value, or out += weight * value when
 /// Accumulate (two roundings and a canonical NaN, as decode_accumulate's add_rn and mul_rn: a
-/// NaN product leaves a NaN sum, so one canonicalisation gives the same bits). An fp16 NaN
-/// keeps its bits, as half_bits_to_float_bits rebuilds them (the hardware would quiet it).
+/// NaN product leaves a NaN sum, so one canonicalisation gives the same bits).
 template <bool Bf16, bool Accumulate>
 inline void cast_decode(const unsigned char* COMMPRESS_RESTRICT in, std::size_t n,
                         float* COMMPRESS_RESTRICT out, float weight) {
   using namespace simd;
   std::size_t i = 0;
-  if constexpr (cast_vectorized<Bf16>) {
-    const vf vweight = splat(weight);
-    for (const std::size_t whole = n / lanes * lanes; i < whole; i += lanes) {
-      const vu u = load_u16(in + 2 * i);
-      vf v;
-      if constexpr (Bf16) {
-        v = from_bits(sll<16>(u));
-      } else {
-#if defined(COMMPRESS_SIMD_F16C)
-        const vu nan_bits =
-            or_u32(or_u32(sll<16>(and_u32(u, splat_u32(0x8000u))), splat_u32(0x7f800000u)),
-                   sll<13>(and_u32(u, splat_u32(0x3ffu))));
-        v = select(gt_i32(and_u32(u, splat_u32(0x7fffu)), splat_u32(0x7c00u)), from_bits(nan_bits),
-                   from_half(in + 2 * i));
-#endif
-      }
-      if constexpr (Accumulate)
-        v = canonical_nan(add(load(out + i), mul(vweight, v)));
-      store(out + i, v);
-    }
+  const vf vweight = splat(weight);
+  for (const std::size_t whole = n / lanes * lanes; i < whole; i += lanes) {
+    const vu u = load_u16(in + 2 * i);
+    vf v = Bf16 ? from_bits(sll<16>(u)) : half_values(u, in + 2 * i);
+    if constexpr (Accumulate)
+      v = canonical_nan(add(load(out + i), mul(vweight, v)));
+    store(out + i, v);
   }
   for (; i < n; ++i) {
     std::uint16_t code;
