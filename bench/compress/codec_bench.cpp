@@ -6,7 +6,10 @@
 
 #include <benchmark/benchmark.h>
 
+#include <map>
 #include <span>
+#include <type_traits>
+#include <vector>
 
 #include "common/buffers.hpp"
 #include "common/copy.hpp"
@@ -73,9 +76,28 @@ void BM_checksum(benchmark::State& state, crc_path path) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
 }
 
-template <class Codec> void BM_encode(benchmark::State& state, Codec c) {
-  const auto n = static_cast<std::size_t>(state.range(0));
+/// The Gaussian input as element type T, each from_float of the fp32 one.
+template <class T> std::span<const T> input_as(std::size_t n) {
   const auto& x = gaussian_input(n);
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    static std::map<std::size_t, std::vector<T>> cache;
+    auto& v = cache[n];
+    if (v.size() != n) {
+      v.resize(n);
+      for (std::size_t i = 0; i < n; ++i)
+        v[i] = cp::from_float<T>(x[i]);
+    }
+    return v;
+  }
+}
+
+/// Encode of an input of element type T. GB/s count 4 bytes per element whatever T is, so rows
+/// of every input type compare element rates.
+template <class T = float, class Codec> void BM_encode(benchmark::State& state, Codec c) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const std::span<const T> x = input_as<T>(n);
   const auto bytes = cp::max_payload_bytes(c, n);
   auto out = scratch(0, bytes);
   auto ws = scratch(1, cp::workspace_bytes(cp::cpu::seq, c, n));
@@ -83,9 +105,7 @@ template <class Codec> void BM_encode(benchmark::State& state, Codec c) {
   std::size_t written = 0; // the payload's bytes: max_payload_bytes, or less for a variable body
   for (auto _ : state) {
     ++ctx.step;
-    written = cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(x),
-                         std::span(out).first(bytes), std::span(ws))
-                  .bytes;
+    written = cp::encode(cp::cpu::seq, c, ctx, x, std::span(out).first(bytes), std::span(ws)).bytes;
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 4 * n));
@@ -210,8 +230,18 @@ int main(int argc, char** argv) {
   off_line("qsgd4_tensor", cp::qsgd4{});
   off_line("natural_tensor", cp::natural{});
   off_line("qsgd8_block512", cp::qsgd8{.block = 512});
-  // 16-bit outputs, as a bf16 or fp16 model's gradients take them.
+  // 16-bit inputs and outputs, as a bf16 or fp16 model's gradients are.
   const auto to_16_bits = [](const char* name, auto c) {
+    benchmark::RegisterBenchmark((std::string("BM_encode_bf16/") + name).c_str(),
+                                 [c](benchmark::State& s) { BM_encode<cp::bfloat16>(s, c); })
+        ->Arg(1 << 20)
+        ->Arg(1 << 26)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("BM_encode_f16/") + name).c_str(),
+                                 [c](benchmark::State& s) { BM_encode<cp::half>(s, c); })
+        ->Arg(1 << 20)
+        ->Arg(1 << 26)
+        ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark((std::string("BM_decode_bf16/") + name).c_str(),
                                  [c](benchmark::State& s) { BM_decode<cp::bfloat16>(s, c); })
         ->Arg(1 << 20)

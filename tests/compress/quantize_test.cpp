@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "commpress/backend/cpu/par.hpp"
 #include "commpress/backend/cpu/quantize.hpp"
 #include "commpress/codec_ops.hpp"
 
@@ -527,6 +528,56 @@ TEST_SUITE("compress") {
               differ += yt[i].bits != cp::from_float<T>(y[i]).bits ? 1u : 0u;
             CHECK(differ == 0);
           }
+    }
+  }
+
+  TEST_CASE_TEMPLATE("quantize: a 16-bit input encodes to the body of its values in fp32, for "
+                     "every width, range, granularity, rounding and policy, under seq and par",
+                     T, cp::half, cp::bfloat16) {
+    // Batches of whole groups are widened and sent through the fp32 kernels; groups longer
+    // than a batch, or not a multiple of 8, go element by element. Values past f16's range,
+    // in its subnormal range, a NaN and an Inf (poisoned groups, or zeros and a count).
+    for (const std::size_t n : {9u, 1000u, 5003u}) {
+      std::vector<float> xf = sample(n, 14);
+      for (std::size_t i = 0; i < n; ++i)
+        xf[i] *= i % 5 == 0 ? 1e5f : i % 7 == 0 ? 1e-6f : 1.0f;
+      if (n > 1000) {
+        xf[700] = nan_f;
+        xf[2500] = -std::numeric_limits<float>::infinity();
+      }
+      std::vector<T> x(n);
+      std::vector<float> wide(n);
+      std::size_t nonfinite = 0; // f16 takes 1e5 as infinity
+      for (std::size_t i = 0; i < n; ++i) {
+        x[i] = cp::from_float<T>(xf[i]);
+        wide[i] = cp::to_float(x[i]);
+        nonfinite += !std::isfinite(wide[i]);
+      }
+      for (const std::uint32_t b : {2u, 4u, 5u, 8u})
+        for (const auto range : {quant_range::symmetric, quant_range::asymmetric})
+          for (const std::uint32_t group : {0u, 64u, 128u, 100u, 1024u, 2048u})
+            for (const auto round : {cp::rounding::nearest, cp::rounding::stochastic})
+              for (const auto policy :
+                   {cp::nonfinite_policy::propagate, cp::nonfinite_policy::zero_and_count}) {
+                CAPTURE(n);
+                CAPTURE(b);
+                CAPTURE(group);
+                const cp::quantize c{.bits = b,
+                                     .granularity = group == 0 ? scale_granularity::tensor
+                                                               : scale_granularity::block,
+                                     .group = group,
+                                     .range = range,
+                                     .round = round};
+                const cp::context ctx{.seed = 5, .step = 3, .on_nonfinite = policy};
+                const auto want = encode(c, wide, ctx);
+                std::vector<std::byte> seq(want.size()), par(want.size());
+                const auto rs = cp::encode(cp::cpu::seq, c, ctx, std::span<const T>(x), seq);
+                const auto rp = cp::encode(cp::cpu::par, c, ctx, std::span<const T>(x), par);
+                CHECK(rs.nonfinite == nonfinite);
+                CHECK(rp.nonfinite == rs.nonfinite);
+                CHECK(std::equal(want.begin() + 64, want.end(), seq.begin() + 64));
+                CHECK(std::equal(want.begin() + 64, want.end(), par.begin() + 64));
+              }
     }
   }
 

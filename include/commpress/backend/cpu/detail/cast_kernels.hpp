@@ -147,6 +147,21 @@ template <element T> COMMPRESS_FORCEINLINE void store_elements_64(T* out, const 
   }
 }
 
+/// in[0, m) widened to fp32 at out, each to_float(in[i]): a vector at a time, then one by one.
+template <element T>
+COMMPRESS_FORCEINLINE void widen_elements(const T* COMMPRESS_RESTRICT in, std::size_t m,
+                                          float* COMMPRESS_RESTRICT out) {
+  using namespace simd;
+  std::size_t i = 0;
+  for (; m - i >= lanes; i += lanes) {
+    const vu u = load_u16(in + i);
+    simd::store(out + i,
+                std::same_as<T, bfloat16> ? from_bits(sll<16>(u)) : half_values(u, in + i));
+  }
+  for (; i < m; ++i)
+    out[i] = to_float(in[i]);
+}
+
 /// The wire code of one screened element (the tails of the vector loops).
 template <bool Bf16, bool Zero>
 COMMPRESS_FORCEINLINE std::uint16_t cast_code(float v, std::size_t& bad) {

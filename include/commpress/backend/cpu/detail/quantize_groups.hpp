@@ -557,40 +557,59 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
     const std::size_t stop = last_group * c.len < n ? last_group * c.len : n;
     const std::size_t per_batch =
         c.len < batch_elements && c.len % 8 == 0 ? batch_elements / c.len : 1;
-    [[maybe_unused]] const encode_kernel kernel = encode_kernel_for(c);
+    const encode_kernel kernel = encode_kernel_for(c);
     std::size_t g = first_group;
+    // A 16-bit input goes through the kernels a batch of whole groups at a time, widened into
+    // `wide`, whose codes and random words count from the batch's first element.
+    constexpr bool fp32 = std::is_same_v<T, float>;
+    const bool batched = fp32 || (c.len % 8 == 0 && c.len <= batch_elements);
+    alignas(64) float wide[fp32 ? 1 : batch_elements];
     for (std::size_t begin = first_group * c.len; begin < stop;) {
-      if constexpr (std::is_same_v<T, float>) {
-        if (begin % 8 == 0) { // a batch of groups through the kernel
-          const float* x = in.data();
-          code_run runs[batch_elements / 8];
-          std::size_t count = 0;
-          for (std::size_t b = begin; count < per_batch && b < stop; ++count, b += c.len) {
-            const std::size_t e = n - b < c.len ? n : b + c.len;
-            float s0, s1;
-            if (!group_statistics(c.range, x, n, b, e, s0, s1))
-              break; // a NaN or Inf: this group goes element-wise
-            store_record(c.range, body, g + count, quantize::make_record(c.range, c.bits, s0, s1));
-            runs[count] = {b, b + (e - b) / 8 * 8, quantize::make_coder(c.range, c.bits, s0, s1)};
+      if (batched && begin % 8 == 0) { // a batch of groups through the kernel
+        // x holds the elements from `origin` on, xn of them.
+        const float* x;
+        std::size_t origin = 0;
+        std::size_t xn = n;
+        if constexpr (fp32) {
+          x = in.data();
+        } else {
+          origin = begin;
+          xn = stop - begin < per_batch * c.len ? stop - begin : per_batch * c.len;
+          widen_elements(in.data() + begin, xn, wide);
+          x = wide;
+        }
+        code_run runs[batch_elements / 8];
+        std::size_t count = 0;
+        for (std::size_t b = begin; count < per_batch && b < stop; ++count, b += c.len) {
+          const std::size_t e = n - b < c.len ? n : b + c.len;
+          float s0, s1;
+          if (!group_statistics(c.range, x, xn, b - origin, e - origin, s0, s1))
+            break; // a NaN or Inf: this group goes element-wise
+          store_record(c.range, body, g + count, quantize::make_record(c.range, c.bits, s0, s1));
+          runs[count] = {b - origin, b - origin + (e - b) / 8 * 8,
+                         quantize::make_coder(c.range, c.bits, s0, s1)};
+        }
+        if (count != 0) {
+          const std::size_t code_bytes = origin / 8 * c.bits;
+          kernel(x, xn, runs, count,
+                 {c.bits, key, ctx.step, first_index + origin, codes + code_bytes, sum,
+                  c.codes + code_bytes});
+          // The last group's elements past its last whole eight (it ends the tensor, or its
+          // length is not a multiple of 8).
+          const code_run& last = runs[count - 1];
+          const std::size_t last_begin = origin + last.begin;
+          const std::size_t e = n - last_begin < c.len ? n : last_begin + c.len;
+          if (origin + last.end != e) {
+            pack_run(c.bits, origin + last.end, e, buf, codes, code_at(last.coder));
+            sink.progress(e);
           }
-          if (count != 0) {
-            kernel(x, n, runs, count, sink);
-            // The last group's elements past its last whole eight (it ends the tensor, or its
-            // length is not a multiple of 8).
-            const code_run& last = runs[count - 1];
-            const std::size_t e = n - last.begin < c.len ? n : last.begin + c.len;
-            if (last.end != e) {
-              pack_run(c.bits, last.end, e, buf, codes, code_at(last.coder));
-              sink.progress(e);
-            }
-            g += count;
-            begin = e;
-            continue;
-          }
+          g += count;
+          begin = e;
+          continue;
         }
       }
-      // One group element by element: it holds a NaN or Inf, or it is not fp32, or it does
-      // not start on a multiple of 8.
+      // One group element by element: it holds a NaN or Inf, or it does not start on a
+      // multiple of 8, or it is a 16-bit group the batches do not take.
       const std::size_t e = n - begin < c.len ? n : begin + c.len;
       float s0 = stat0_init(c.range);
       float s1 = stat1_init;
