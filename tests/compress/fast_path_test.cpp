@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "commpress/backend/cpu/cast.hpp"
-#include "commpress/backend/cpu/detail/cast_kernels.hpp"
+#include "commpress/backend/cpu/detail/element_lanes.hpp"
 #include "commpress/backend/cpu/detail/philox.hpp"
 #include "commpress/backend/cpu/detail/reduce.hpp"
 #include "commpress/backend/cpu/par.hpp"

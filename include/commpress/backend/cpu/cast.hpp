@@ -4,9 +4,9 @@
 
 /// @file
 /// CPU implementation of the cast codec. fp32 tensors take the vector loops of
-/// detail/cast_kernels.hpp (bf16 rounding on integers, the hardware fp16 conversion where the
-/// flags enable it), which write the same codes as the per-element definitions of
-/// compress/cast.hpp.
+/// detail/cast_kernels.hpp (bf16 rounding on integers; fp16 by the hardware conversion where
+/// the flags enable it, on integers elsewhere), which write the same codes as the per-element
+/// definitions of compress/cast.hpp.
 
 #include <algorithm>
 #include <cstddef>

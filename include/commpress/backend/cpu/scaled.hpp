@@ -36,8 +36,8 @@
 #include <span>
 #include <type_traits>
 
-#include "commpress/backend/cpu/detail/cast_kernels.hpp"
 #include "commpress/backend/cpu/detail/element_io.hpp"
+#include "commpress/backend/cpu/detail/element_lanes.hpp"
 #include "commpress/backend/cpu/detail/minifloat_kernels.hpp"
 #include "commpress/backend/cpu/detail/parallel.hpp"
 #include "commpress/backend/cpu/detail/philox.hpp"
@@ -74,18 +74,16 @@ struct statistics {
 
 /// Statistics of x[first, last). The magnitudes are compared as bit patterns (for non-negative
 /// floats their integer order), so the result does not depend on the order of the elements.
-/// An fp32 range is first reduced on the vector layer (GCC leaves the loop below scalar): its
+/// The range is first reduced on the vector layer (GCC leaves the loop below scalar): its
 /// largest magnitude is the answer unless it is NaN or Inf, and only then is it counted here.
 /// `ahead` (from x + first, fp32 only) is prefetched as the range is read.
 template <element T>
 statistics statistics_of(const T* COMMPRESS_RESTRICT x, std::uint64_t first, std::uint64_t last,
                          prefetch_stream ahead = {}) {
-  if constexpr (std::same_as<T, float>) {
-    const std::uint32_t most =
-        max_magnitude_bits(x + first, static_cast<std::size_t>(last - first), ahead);
-    if (most < 0x7f800000u)
-      return {most, 0};
-  }
+  const std::uint32_t most =
+      max_magnitude_bits(x + first, static_cast<std::size_t>(last - first), ahead);
+  if (most < 0x7f800000u)
+    return {most, 0};
   std::uint32_t amax = 0;
   std::size_t nonfinite = 0;
   for (std::uint64_t i = first; i < last; ++i) {
@@ -106,19 +104,11 @@ template <element T> prefetch_stream ahead_of(const T* x, std::uint64_t first, s
     return {};
 }
 
-/// x[i] * x[i] in double (exact), 0 for a non-finite element: a term of a group's norm.
-template <element T> COMMPRESS_FORCEINLINE double square_term(const T* x, std::uint64_t i) {
-  return finite_square::of(to_float(x[i]));
-}
-
-/// The canonical sum of the square terms of x[first, first + m): one chunk of
-/// canonical_chunked_sum.
+/// The canonical sum of the square terms of x[first, first + m) (x * x in double, exact; 0 for
+/// a non-finite element): one chunk of canonical_chunked_sum.
 template <element T>
 double chunk_sum_of_squares(const T* COMMPRESS_RESTRICT x, std::uint64_t first, std::uint64_t m) {
-  if constexpr (std::same_as<T, float>)
-    return canonical_sum_f32<finite_square>(x + first, m);
-  else
-    return canonical_sum(m, [&](std::uint64_t i) { return square_term(x, first + i); });
+  return canonical_sum_f32<finite_square>(x + first, m);
 }
 
 /// A group measured as its codec needs it: its statistics, and the group_statistics its scale
@@ -290,9 +280,8 @@ std::uint64_t put_minifloat_codes(const C& c, const T* COMMPRESS_RESTRICT x, std
           ahead(i - first + j);
         minifloat_codes<F>(x + i, count, scales, w.out);
       } else {
-        float wide[64];
-        for (std::size_t j = 0; j < count; ++j)
-          wide[j] = to_float(x[i + j]);
+        alignas(64) float wide[64];
+        widen_elements(x + i, count, wide);
         minifloat_codes<F>(wide, count, scales, w.out);
       }
       w.out += count * C::code_bits / 8;
@@ -305,17 +294,16 @@ std::uint64_t put_minifloat_codes(const C& c, const T* COMMPRESS_RESTRICT x, std
 /// they fit in [first, last), element first + j drawing random[j], computed 64 at a time and
 /// packed together where the writer is a code_writer on a byte boundary (else handed over by
 /// put_64); returns the first element not written.
-template <class C, class Writer>
-std::uint64_t put_stochastic_codes(const C& c, const float* COMMPRESS_RESTRICT x,
-                                   std::uint64_t first, std::uint64_t last,
-                                   const typename C::encoder& k, const std::uint32_t* random,
-                                   Writer& w) {
+template <class C, element T, class Writer>
+std::uint64_t put_stochastic_codes(const C& c, const T* COMMPRESS_RESTRICT x, std::uint64_t first,
+                                   std::uint64_t last, const typename C::encoder& k,
+                                   const std::uint32_t* random, Writer& w) {
   using namespace simd;
   std::uint64_t i = first;
   for (; last - i >= 64; i += 64) {
     vu codes[vectors_per_64];
     for (std::size_t q = 0; q < vectors_per_64; ++q) {
-      const vf v = load(x + i + q * lanes);
+      const vf v = load_lanes(x + i + q * lanes);
       codes[q] = stochastic_lanes<C>::encode(c, clear(nonfinite(v), v), k,
                                              load_u32(random + (i - first) + q * lanes));
     }
@@ -369,7 +357,7 @@ COMMPRESS_FORCEINLINE void put_codes(const C& c, const T* COMMPRESS_RESTRICT x, 
       philox_words(r.key, r.step, block0, static_cast<std::size_t>(((e - 1) >> 2) - block0 + 1),
                    words);
       std::uint64_t i = b;
-      if constexpr (has_stochastic_lanes<C> && std::same_as<T, float>)
+      if constexpr (has_stochastic_lanes<C>)
         i = put_stochastic_codes(c, x, b, e, k, words + (b - 4 * block0), w);
       for (; i < e; ++i)
         w.put(c.encode_value(finite_or_zero(x, i), k, words[i - 4 * block0]));

@@ -5,14 +5,14 @@
 /// @file
 /// The vector loops of the cast codec: fp32 to bf16 or fp16 wire codes and back, the same
 /// codes and values as the per-element definitions of core/dtype.hpp (to_bfloat16, to_half,
-/// to_float), which their tails call; and the same rounding for decoded values stored into a
-/// bf16 or fp16 output (store_elements_64).
+/// to_float), which their tails call. The lanes convert as element_lanes.hpp does.
 
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "commpress/backend/cpu/detail/element_lanes.hpp"
 #include "commpress/backend/cpu/detail/prefetch.hpp"
 #include "commpress/backend/cpu/detail/simd.hpp"
 #include "commpress/core/config.hpp"
@@ -23,62 +23,6 @@
 #include "commpress/format/header.hpp"
 
 namespace commpress::cpu::detail {
-
-/// to_half's bits for the lanes of v without a hardware conversion, for every lane but NaN
-/// (whose code the caller chooses): ties to even, a magnitude of 65520 or more to infinity.
-/// A normal half is rounded in the integers, as float_bits_to_half_bits rounds it: rebias the
-/// exponent, add 0xfff plus the kept mantissa's lowest bit, drop 13 bits (a carry may reach
-/// the exponent, which is right). A half subnormal is rounded by the fp32 adder: |v| + 0.5f
-/// has an ulp of 2^-24, the subnormal half's, so the sum's low bits are the rounded code.
-COMMPRESS_FORCEINLINE simd::vh half_bits_rounded(simd::vf v) {
-  using namespace simd;
-  const vu u = bits(v);
-  const vu a = and_u32(u, splat_u32(0x7fffffffu));
-  const vu sign = srl<16>(xor_u32(u, a));
-  const vu odd = and_u32(srl<13>(a), splat_u32(1));
-  // a - 0x38000000 + 0xfff, modulo 2^32.
-  const vu normal = srl<13>(add_u32(add_u32(a, splat_u32(0xc8000fffu)), odd));
-  const vu subnormal = sub_u32(bits(add(from_bits(a), splat(0.5f))), splat_u32(0x3f000000u));
-  // a <= 0x7fffffff: the signed comparisons order it.
-  vu code = select(gt_i32(a, splat_u32(0x387fffffu)), normal, subnormal);
-  code = select(gt_i32(a, splat_u32(0x477fefffu)), splat_u32(0x7c00u), code);
-  return narrow_u16(or_u32(code, sign));
-}
-
-/// fp16 codes of the lanes of v (NaN lanes as half_bits_rounded leaves them): the hardware
-/// conversion where there is one.
-COMMPRESS_FORCEINLINE simd::vh half_lanes(simd::vf v) {
-#if defined(COMMPRESS_SIMD_F16C)
-  return simd::half_bits(v);
-#else
-  return half_bits_rounded(v);
-#endif
-}
-
-/// The values of the fp16 codes in the low halves of u's lanes (read from p), as
-/// half_bits_to_float_bits gives them: a NaN keeps its payload, which the hardware conversion
-/// would quiet, so its lanes are rebuilt. Without the hardware, in the integers: the exponent is
-/// rebiased, once more for Inf and NaN; a subnormal half m * 2^-24 is 2^-14 + m * 2^-24 built
-/// from its bits, less 2^-14, which the fp32 subtracter takes exactly.
-COMMPRESS_FORCEINLINE simd::vf half_values(simd::vu u, [[maybe_unused]] const void* p) {
-  using namespace simd;
-  const vu sign = sll<16>(and_u32(u, splat_u32(0x8000u)));
-#if defined(COMMPRESS_SIMD_F16C)
-  const vu nan_bits =
-      or_u32(or_u32(sign, splat_u32(0x7f800000u)), sll<13>(and_u32(u, splat_u32(0x3ffu))));
-  return select(gt_i32(and_u32(u, splat_u32(0x7fffu)), splat_u32(0x7c00u)), from_bits(nan_bits),
-                from_half(p));
-#else
-  const vu m = sll<13>(and_u32(u, splat_u32(0x7fffu)));
-  const vu e = and_u32(m, splat_u32(0x0f800000u));
-  vu v = add_u32(m, splat_u32(0x38000000u));
-  v = select(eq_u32(e, splat_u32(0x0f800000u)), add_u32(v, splat_u32(0x38000000u)), v);
-  const vu subnormal =
-      bits(sub(from_bits(add_u32(m, splat_u32(0x38800000u))), from_bits(splat_u32(0x38800000u))));
-  v = select(eq_u32(e, splat_u32(0)), subnormal, v);
-  return from_bits(or_u32(v, sign));
-#endif
-}
 
 /// The wire codes of x[0..lanes): to_bfloat16 (Bf16) or to_half of the screened value (Zero:
 /// NaN/Inf become 0), a NaN as the canonical code 0x7fff. Counts the NaN/Inf inputs per lane.
@@ -111,55 +55,6 @@ COMMPRESS_FORCEINLINE simd::vh cast_codes(const float* x, simd::vu& nonfinite_la
   if constexpr (!Zero)
     code = select(gt_i32(a, splat_u32(0x7f800000u)), splat_u16(0x7fffu), code);
   return code;
-}
-
-/// The bits of from_float<T> for the lanes of v, T bfloat16 (Bf16) or half: ties to even, a
-/// magnitude beyond the type's range to infinity, a NaN as 0x7fff (core/dtype.hpp).
-template <bool Bf16> COMMPRESS_FORCEINLINE simd::vh element_bits(simd::vf v) {
-  using namespace simd;
-  vh code;
-  if constexpr (Bf16) { // float_bits_to_bf16_bits' rounding
-    const vu u = bits(v);
-    const vu lsb = and_u32(srl<16>(u), splat_u32(1));
-    code = narrow_u16(srl<16>(add_u32(add_u32(u, splat_u32(0x7fffu)), lsb)));
-  } else {
-    code = half_lanes(v);
-  }
-  return select(is_nan(v), splat_u16(0x7fffu), code);
-}
-
-/// values[0, 64) stored as element type T (half or bfloat16) at out, each from_float<T>(value),
-/// a vector at a time; but bf16 on the portable layer, whose element-by-element loop the
-/// compiler vectorizes better.
-template <element T> COMMPRESS_FORCEINLINE void store_elements_64(T* out, const float* values) {
-  constexpr bool bf16 = std::same_as<T, bfloat16>;
-#if defined(COMMPRESS_SIMD_PORTABLE)
-  constexpr bool vectors = !bf16;
-#else
-  constexpr bool vectors = true;
-#endif
-  if constexpr (vectors) {
-    for (std::size_t q = 0; q < simd::vectors_per_64; ++q)
-      simd::store(out + q * simd::lanes, element_bits<bf16>(simd::load(values + q * simd::lanes)));
-  } else {
-    for (std::size_t j = 0; j < 64; ++j)
-      out[j] = from_float<T>(values[j]);
-  }
-}
-
-/// in[0, m) widened to fp32 at out, each to_float(in[i]): a vector at a time, then one by one.
-template <element T>
-COMMPRESS_FORCEINLINE void widen_elements(const T* COMMPRESS_RESTRICT in, std::size_t m,
-                                          float* COMMPRESS_RESTRICT out) {
-  using namespace simd;
-  std::size_t i = 0;
-  for (; m - i >= lanes; i += lanes) {
-    const vu u = load_u16(in + i);
-    simd::store(out + i,
-                std::same_as<T, bfloat16> ? from_bits(sll<16>(u)) : half_values(u, in + i));
-  }
-  for (; i < m; ++i)
-    out[i] = to_float(in[i]);
 }
 
 /// The wire code of one screened element (the tails of the vector loops).

@@ -29,8 +29,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "commpress/backend/cpu/detail/cast_kernels.hpp"
 #include "commpress/backend/cpu/detail/element_io.hpp"
+#include "commpress/backend/cpu/detail/element_lanes.hpp"
 #include "commpress/backend/cpu/detail/philox.hpp"
 #include "commpress/backend/cpu/detail/prefetch.hpp"
 #include "commpress/backend/cpu/detail/quantize_kernels.hpp"

@@ -7,17 +7,20 @@
 /// value, as reductions of the bit patterns. Integer max and min reductions vectorize on every
 /// instruction set, where a float `a > m ? a : m` reduction is left scalar by GCC; for
 /// non-negative floats the unsigned order of the bits is the value order. And the canonical
-/// sums of core/canonical_sum.hpp over fp32 elements, their 32 lanes held in fp64 vectors.
+/// sums of core/canonical_sum.hpp over elements read as fp32, their 32 lanes held in fp64
+/// vectors.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "commpress/backend/cpu/detail/element_lanes.hpp"
 #include "commpress/backend/cpu/detail/prefetch.hpp"
 #include "commpress/backend/cpu/detail/simd.hpp"
 #include "commpress/core/canonical_sum.hpp"
 #include "commpress/core/config.hpp"
+#include "commpress/core/dtype.hpp"
 #include "commpress/core/math.hpp"
 
 /// How the two reductions below are declared. With the portable vector layer GCC 12 vectorizes
@@ -32,23 +35,23 @@
 
 namespace commpress::cpu::detail {
 
-/// Largest |x| bit pattern (x's bits with the sign cleared) of x[0..n): the key of the largest
-/// magnitude, >= 0x7f800000 iff some element is NaN or Inf. Calls prefetch(i) once per 16
-/// elements.
-COMMPRESS_CPU_REDUCTION std::uint32_t max_magnitude_bits(const float* COMMPRESS_RESTRICT x,
-                                                         std::size_t n,
-                                                         prefetch_stream prefetch = {}) {
+/// Largest |x| bit pattern (the fp32 value's bits with the sign cleared) of x[0..n): the key of
+/// the largest magnitude, >= 0x7f800000 iff some element is NaN or Inf. Calls prefetch(i) once
+/// per 16 elements.
+template <element T>
+COMMPRESS_CPU_REDUCTION std::uint32_t
+max_magnitude_bits(const T* COMMPRESS_RESTRICT x, std::size_t n, prefetch_stream prefetch = {}) {
   using namespace simd;
   vu most = splat_u32(0);
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     prefetch(i);
     for (std::size_t q = 0; q < 16; q += lanes)
-      most = max_u32(most, magnitude_bits(load(x + i + q)));
+      most = max_u32(most, magnitude_bits(load_lanes(x + i + q)));
   }
   std::uint32_t r = reduce_max_u32(most);
   for (; i < n; ++i) {
-    const std::uint32_t u = commpress::detail::float_to_bits(x[i]) & 0x7fffffffu;
+    const std::uint32_t u = commpress::detail::float_to_bits(to_float(x[i])) & 0x7fffffffu;
     r = u > r ? u : r;
   }
   return r;
@@ -117,11 +120,12 @@ struct finite_square {
   }
 };
 
-/// canonical_sum of Term::of(x[i]) over x[0..m). Each row of 32 elements adds to the 32 lanes
-/// at once, lane j taking element j of the row: the additions of the canonical order, lane by
-/// lane in increasing i, so the same bits; the last partial row goes lane by lane. The kit calls
-/// it on a chunk it has just read for the chunk's statistics, so it does not prefetch.
-template <class Term> double canonical_sum_f32(const float* COMMPRESS_RESTRICT x, std::uint64_t m) {
+/// canonical_sum of Term::of(to_float(x[i])) over x[0..m). Each row of 32 elements adds to the
+/// 32 lanes at once, lane j taking element j of the row: the additions of the canonical order,
+/// lane by lane in increasing i, so the same bits; the last partial row goes lane by lane. The
+/// kit calls it on a chunk it has just read for the chunk's statistics, so it does not prefetch.
+template <class Term, element T>
+double canonical_sum_f32(const T* COMMPRESS_RESTRICT x, std::uint64_t m) {
   using namespace simd;
   constexpr std::size_t row_vectors = canonical_lanes / lanes_f64;
   vd lanes_of_row[row_vectors];
@@ -130,7 +134,7 @@ template <class Term> double canonical_sum_f32(const float* COMMPRESS_RESTRICT x
   std::uint64_t i = 0;
   for (; m - i >= canonical_lanes; i += canonical_lanes) {
     for (std::size_t q = 0; q < canonical_lanes / lanes; ++q) {
-      const vf v = Term::screen(load(x + i + q * lanes));
+      const vf v = Term::screen(load_lanes(x + i + q * lanes));
       lanes_of_row[2 * q] = add_f64(lanes_of_row[2 * q], Term::widened(widen_low(v)));
       lanes_of_row[2 * q + 1] = add_f64(lanes_of_row[2 * q + 1], Term::widened(widen_high(v)));
     }
@@ -139,7 +143,7 @@ template <class Term> double canonical_sum_f32(const float* COMMPRESS_RESTRICT x
   for (std::size_t k = 0; k < row_vectors; ++k)
     store(lane + k * lanes_f64, lanes_of_row[k]);
   for (std::uint64_t j = 0; i + j < m; ++j)
-    lane[j] += Term::of(x[i + j]);
+    lane[j] += Term::of(to_float(x[i + j]));
   return commpress::detail::fold_lanes(lane);
 }
 
