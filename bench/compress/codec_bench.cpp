@@ -8,6 +8,7 @@
 
 #include <map>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -136,17 +137,17 @@ void BM_decode(benchmark::State& state, Codec c, std::size_t offset = 0) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 4 * n));
 }
 
+/// Registers the row `row` at 1 Mi and 64 Mi elements, timed in milliseconds.
+template <class Fn> void register_sizes(const std::string& row, Fn fn) {
+  benchmark::RegisterBenchmark(row.c_str(), fn)
+      ->Arg(1 << 20)
+      ->Arg(1 << 26)
+      ->Unit(benchmark::kMillisecond);
+}
+
 template <class Codec> void register_codec(const char* name, Codec c) {
-  benchmark::RegisterBenchmark((std::string("BM_encode/") + name).c_str(),
-                               [c](benchmark::State& s) { BM_encode(s, c); })
-      ->Arg(1 << 20)
-      ->Arg(1 << 26)
-      ->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark((std::string("BM_decode/") + name).c_str(),
-                               [c](benchmark::State& s) { BM_decode(s, c); })
-      ->Arg(1 << 20)
-      ->Arg(1 << 26)
-      ->Unit(benchmark::kMillisecond);
+  register_sizes(std::string("BM_encode/") + name, [c](benchmark::State& s) { BM_encode(s, c); });
+  register_sizes(std::string("BM_decode/") + name, [c](benchmark::State& s) { BM_decode(s, c); });
 }
 
 } // namespace
@@ -232,26 +233,14 @@ int main(int argc, char** argv) {
   off_line("qsgd8_block512", cp::qsgd8{.block = 512});
   // 16-bit inputs and outputs, as a bf16 or fp16 model's gradients are.
   const auto to_16_bits = [](const char* name, auto c) {
-    benchmark::RegisterBenchmark((std::string("BM_encode_bf16/") + name).c_str(),
-                                 [c](benchmark::State& s) { BM_encode<cp::bfloat16>(s, c); })
-        ->Arg(1 << 20)
-        ->Arg(1 << 26)
-        ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark((std::string("BM_encode_f16/") + name).c_str(),
-                                 [c](benchmark::State& s) { BM_encode<cp::half>(s, c); })
-        ->Arg(1 << 20)
-        ->Arg(1 << 26)
-        ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark((std::string("BM_decode_bf16/") + name).c_str(),
-                                 [c](benchmark::State& s) { BM_decode<cp::bfloat16>(s, c); })
-        ->Arg(1 << 20)
-        ->Arg(1 << 26)
-        ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark((std::string("BM_decode_f16/") + name).c_str(),
-                                 [c](benchmark::State& s) { BM_decode<cp::half>(s, c); })
-        ->Arg(1 << 20)
-        ->Arg(1 << 26)
-        ->Unit(benchmark::kMillisecond);
+    register_sizes(std::string("BM_encode_bf16/") + name,
+                   [c](benchmark::State& s) { BM_encode<cp::bfloat16>(s, c); });
+    register_sizes(std::string("BM_encode_f16/") + name,
+                   [c](benchmark::State& s) { BM_encode<cp::half>(s, c); });
+    register_sizes(std::string("BM_decode_bf16/") + name,
+                   [c](benchmark::State& s) { BM_decode<cp::bfloat16>(s, c); });
+    register_sizes(std::string("BM_decode_f16/") + name,
+                   [c](benchmark::State& s) { BM_decode<cp::half>(s, c); });
   };
   to_16_bits("quantize_4bit_block128", cp::quantize{.bits = 4, .group = 128});
   to_16_bits("fp8_e4m3_block128", cp::fp8{});

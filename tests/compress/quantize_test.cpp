@@ -53,6 +53,16 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return true;
 }
 
+/// b-bit codes with a scale per block of `group` elements, or per tensor where group is 0.
+cp::quantize blocks_or_tensor(std::uint32_t b, std::uint32_t group, quant_range range,
+                              cp::rounding round = cp::rounding::nearest) {
+  return {.bits = b,
+          .granularity = group == 0 ? scale_granularity::tensor : scale_granularity::block,
+          .group = group,
+          .range = range,
+          .round = round};
+}
+
 template <class T = float>
 std::vector<std::byte> encode(const cp::quantize& c, const std::vector<T>& x,
                               const cp::context& ctx = {}) {
@@ -515,11 +525,7 @@ TEST_SUITE("compress") {
             CAPTURE(n);
             CAPTURE(b);
             CAPTURE(group);
-            const cp::quantize c{.bits = b,
-                                 .granularity = group == 0 ? scale_granularity::tensor
-                                                           : scale_granularity::block,
-                                 .group = group,
-                                 .range = range};
+            const cp::quantize c = blocks_or_tensor(b, group, range);
             const auto p = encode(c, x);
             const auto y = decode<float>(c, p, n);
             const auto yt = decode<T>(c, p, n);
@@ -562,12 +568,7 @@ TEST_SUITE("compress") {
                 CAPTURE(n);
                 CAPTURE(b);
                 CAPTURE(group);
-                const cp::quantize c{.bits = b,
-                                     .granularity = group == 0 ? scale_granularity::tensor
-                                                               : scale_granularity::block,
-                                     .group = group,
-                                     .range = range,
-                                     .round = round};
+                const cp::quantize c = blocks_or_tensor(b, group, range, round);
                 const cp::context ctx{.seed = 5, .step = 3, .on_nonfinite = policy};
                 const auto want = encode(c, wide, ctx);
                 std::vector<std::byte> seq(want.size()), par(want.size());
