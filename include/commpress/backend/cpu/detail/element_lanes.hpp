@@ -25,7 +25,9 @@ namespace commpress::cpu::detail {
 /// A normal half is rounded in the integers, as float_bits_to_half_bits rounds it: rebias the
 /// exponent, add 0xfff plus the kept mantissa's lowest bit, drop 13 bits (a carry may reach
 /// the exponent, which is right). A half subnormal is rounded by the fp32 adder: |v| + 0.5f
-/// has an ulp of 2^-24, the subnormal half's, so the sum's low bits are the rounded code.
+/// has an ulp of 2^-24, the subnormal half's, so the sum's low bits are the rounded code. An
+/// fp32 subnormal rounds to 0 either way, so a flush-to-zero mode changes no code (nor, in
+/// half_values, any value: its operands and results are normal).
 COMMPRESS_FORCEINLINE simd::vh half_bits_rounded(simd::vf v) {
   using namespace simd;
   const vu u = bits(v);

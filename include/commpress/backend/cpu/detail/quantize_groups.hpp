@@ -11,9 +11,11 @@
 /// Two layers:
 /// - Drivers walk the groups with the codec's configuration as run-time values. They form each
 ///   group's statistics and record, handle what the vector kernels do not (a group holding a
-///   NaN or Inf, per-column scales, half-precision elements, a group that does not start on a
-///   multiple of 8) one element at a time, and hand runs of whole groups to the kernels. Only
-///   the element type is a template parameter.
+///   NaN or Inf, per-column scales, a group that does not start on a multiple of 8, and at
+///   encode a half-precision group longer than a batch or not a multiple of 8) one element at
+///   a time, and hand runs of whole groups to the kernels; half-precision elements reach them
+///   widened to fp32 a batch at a time, and leave them through a buffer. Only the element type
+///   is a template parameter.
 /// - Kernels (templates on the code width, the range and the rounding, or on accumulation)
 ///   take whole runs: a batch of short blocks, or the chunks of one long group, so that a
 ///   kernel is chosen once per batch of about 1024 elements rather than once per group. The
