@@ -32,12 +32,7 @@ COMMPRESS_FORCEINLINE simd::vh cast_codes(const float* x, simd::vu& nonfinite_la
   vu u = load_u32(x);
   const vu a = and_u32(u, splat_u32(0x7fffffffu));
   const auto round = [](vu w) {
-    if constexpr (Bf16) { // float_bits_to_bf16_bits' rounding
-      const vu lsb = and_u32(srl<16>(w), splat_u32(1));
-      return narrow_u16(srl<16>(add_u32(add_u32(w, splat_u32(0x7fffu)), lsb)));
-    } else {
-      return half_lanes(from_bits(w));
-    }
+    return Bf16 ? bf16_lanes(from_bits(w)) : half_lanes(from_bits(w));
   };
   // Only magnitudes beyond the code type's largest finite value (NaN and infinities among them)
   // need the screening below; a vector without one, the common case, is rounded as it is.

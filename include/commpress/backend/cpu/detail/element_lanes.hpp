@@ -78,19 +78,20 @@ COMMPRESS_FORCEINLINE simd::vf half_values(simd::vu u, [[maybe_unused]] const vo
 #endif
 }
 
+/// to_bfloat16's bits for the lanes of v, for every lane but NaN: float_bits_to_bf16_bits'
+/// rounding, ties to even.
+COMMPRESS_FORCEINLINE simd::vh bf16_lanes(simd::vf v) {
+  using namespace simd;
+  const vu u = bits(v);
+  const vu lsb = and_u32(srl<16>(u), splat_u32(1));
+  return narrow_u16(srl<16>(add_u32(add_u32(u, splat_u32(0x7fffu)), lsb)));
+}
+
 /// The bits of from_float<T> for the lanes of v, T bfloat16 (Bf16) or half: ties to even, a
 /// magnitude beyond the type's range to infinity, a NaN as 0x7fff (core/dtype.hpp).
 template <bool Bf16> COMMPRESS_FORCEINLINE simd::vh element_bits(simd::vf v) {
-  using namespace simd;
-  vh code;
-  if constexpr (Bf16) { // float_bits_to_bf16_bits' rounding
-    const vu u = bits(v);
-    const vu lsb = and_u32(srl<16>(u), splat_u32(1));
-    code = narrow_u16(srl<16>(add_u32(add_u32(u, splat_u32(0x7fffu)), lsb)));
-  } else {
-    code = half_lanes(v);
-  }
-  return select(is_nan(v), splat_u16(0x7fffu), code);
+  return simd::select(simd::is_nan(v), simd::splat_u16(0x7fffu),
+                      Bf16 ? bf16_lanes(v) : half_lanes(v));
 }
 
 /// values[0, 64) stored as element type T (half or bfloat16) at out, each from_float<T>(value),
