@@ -3,8 +3,9 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # Builds the libFuzzer targets of fuzz/ with Clang (ASan + UBSan) and runs each one for SECONDS,
-# starting from its seed corpus in fuzz/corpus/<target>/. Fails on any crash, leak, timeout or
-# sanitizer report; prints the executions of every target (libFuzzer's "Done N runs").
+# starting from its seed corpus in fuzz/corpus/<target>/, all of them side by side. Fails on any
+# crash, leak, timeout or sanitizer report; prints the executions of every target (libFuzzer's
+# "Done N runs").
 #
 # Usage: scripts/fuzz.sh [SECONDS=60]
 # Environment: COMMPRESS_FUZZ_BUILD_DIR (default build-fuzz), CXX (default clang++),
@@ -31,19 +32,29 @@ cmake --build "$build" --target $targets
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 mkdir -p "$build/artifacts"
+fuzz_one() { # target: runs it, its log in $build/<target>.log
+  local t=$1
+  mkdir -p "$build/corpus/$t"
+  "$build/fuzz/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$build/artifacts/$t-" "$build/corpus/$t" "fuzz/corpus/$t" \
+    >"$build/$t.log" 2>&1
+}
+echo "=== fuzzing side by side, ${seconds}s each: ${targets//$'\n'/ }"
+declare -A pid
+for t in $targets; do
+  fuzz_one "$t" &
+  pid[$t]=$!
+done
 status=0
 summary=()
 for t in $targets; do
-  work="$build/corpus/$t"
-  mkdir -p "$work"
   log="$build/$t.log"
-  echo "=== $t: ${seconds}s"
-  if "$build/fuzz/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
-      -artifact_prefix="$build/artifacts/$t-" "$work" "fuzz/corpus/$t" >"$log" 2>&1; then
+  if wait "${pid[$t]}"; then
     result=ok
   else
     result=FAILED
     status=1
+    echo "=== $t failed:"
     tail -n 60 "$log"
   fi
   runs=$(grep -o 'Done [0-9]* runs' "$log" | tail -n 1 || true)
