@@ -21,7 +21,9 @@ if [[ "$("$cxx" --version 2>/dev/null)" != *clang* ]]; then
   cxx=clang++
 fi
 
+# -g1: line tables only, so that a report names the file and line; full -g compiles slower.
 cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
   -DCOMMPRESS_BUILD_FUZZERS=ON -DCOMMPRESS_BUILD_TESTS=OFF -DCOMMPRESS_BUILD_BENCHMARKS=OFF \
   -DCOMMPRESS_BUILD_EXAMPLES=OFF -DCOMMPRESS_ENABLE_CUDA=OFF -DCOMMPRESS_ENABLE_MPI=OFF \
   -DCOMMPRESS_INSTALL=OFF >/dev/null
