@@ -245,6 +245,10 @@ int main(int argc, char** argv) {
   to_16_bits("quantize_4bit_block128", cp::quantize{.bits = 4, .group = 128});
   to_16_bits("fp8_e4m3_block128", cp::fp8{});
   to_16_bits("qsgd8_block512", cp::qsgd8{.block = 512});
+  to_16_bits("quantize_4bit_tensor_minmax", cp::quantize{.bits = 4,
+                                                         .granularity = scale_granularity::tensor,
+                                                         .group = 0,
+                                                         .range = quant_range::asymmetric});
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv))
     return 1;

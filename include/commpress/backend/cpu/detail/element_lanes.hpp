@@ -127,6 +127,14 @@ template <element T> COMMPRESS_FORCEINLINE simd::vf load_lanes(const T* p) {
   }
 }
 
+/// The bits of load_lanes(p): fp32 lanes loaded as they are.
+template <element T> COMMPRESS_FORCEINLINE simd::vu load_lane_bits(const T* p) {
+  if constexpr (std::same_as<T, float>)
+    return simd::load_u32(p);
+  else
+    return simd::bits(load_lanes(p));
+}
+
 /// in[0, m) widened to fp32 at out, each to_float(in[i]): a vector at a time, then one by one.
 template <element T>
 COMMPRESS_FORCEINLINE void widen_elements(const T* COMMPRESS_RESTRICT in, std::size_t m,

@@ -11,11 +11,11 @@
 /// Two layers:
 /// - Drivers walk the groups with the codec's configuration as run-time values. They form each
 ///   group's statistics and record, handle what the vector kernels do not (a group holding a
-///   NaN or Inf, per-column scales, a group that does not start on a multiple of 8, and at
-///   encode a half-precision group longer than a batch or not a multiple of 8) one element at
-///   a time, and hand runs of whole groups to the kernels; half-precision elements reach them
-///   widened to fp32 a batch at a time, and leave them through a buffer. Only the element type
-///   is a template parameter.
+///   NaN or Inf, per-column scales, a group that does not start on a multiple of 8) one
+///   element at a time, and hand runs of whole groups to the kernels; half-precision elements
+///   reach them widened to fp32 a batch at a time (a batch of short groups, or of one long
+///   group's elements), and leave them through a buffer. Only the element type is a template
+///   parameter.
 /// - Kernels (templates on the code width, the range and the rounding, or on accumulation)
 ///   take whole runs: a batch of short blocks, or the chunks of one long group, so that a
 ///   kernel is chosen once per batch of about 1024 elements rather than once per group. The
@@ -474,12 +474,15 @@ inline error_kernel error_kernel_for(const config& c) {
 
 // --- drivers ------------------------------------------------------------------------------
 
-/// The statistics of group [begin, end) of an fp32 tensor of n elements, vectorized, as
-/// {s0, s1} (absmax, or lo and hi); false when the kernels do not serve the group: it holds a
-/// NaN or Inf, or it is a wide asymmetric group (quantize::is_wide), which is encoded on halves.
-inline bool group_statistics(quant_range r, const float* x, std::size_t n, std::size_t begin,
-                             std::size_t end, float& s0, float& s1) {
-  const prefetch_stream ahead{x + begin, x + n};
+/// The statistics of group [begin, end) of a tensor of n elements, vectorized, as {s0, s1}
+/// (absmax, or lo and hi); false when the kernels do not serve the group: it holds a NaN or
+/// Inf, or it is a wide asymmetric group (quantize::is_wide), which is encoded on halves.
+template <element T>
+bool group_statistics(quant_range r, const T* x, std::size_t n, std::size_t begin, std::size_t end,
+                      float& s0, float& s1) {
+  prefetch_stream ahead{};
+  if constexpr (std::is_same_v<T, float>)
+    ahead = {x + begin, x + n};
   if (r == quant_range::asymmetric) {
     const value_range_result v = value_range(x + begin, end - begin, ahead);
     s0 = v.lo;
@@ -561,11 +564,27 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
         c.len < batch_elements && c.len % 8 == 0 ? batch_elements / c.len : 1;
     const encode_kernel kernel = encode_kernel_for(c);
     std::size_t g = first_group;
-    // A 16-bit input goes through the kernels a batch of whole groups at a time, widened into
-    // `wide`, whose codes and random words count from the batch's first element.
+    // A 16-bit input goes through the kernels widened into `wide`: a batch of whole groups at
+    // a time, or a batch of the elements of one longer group.
     constexpr bool fp32 = std::is_same_v<T, float>;
     const bool batched = fp32 || (c.len % 8 == 0 && c.len <= batch_elements);
     alignas(64) float wide[fp32 ? 1 : batch_elements];
+    // The codes of `count` runs of x, which holds xn elements from element `origin` on: their
+    // codes and random words count from there.
+    const auto encode_runs_of = [&](const float* x, std::size_t xn, std::size_t origin,
+                                    const code_run* runs, std::size_t count) {
+      const std::size_t code_bytes = origin / 8 * c.bits;
+      kernel(x, xn, runs, count,
+             {c.bits, key, ctx.step, first_index + origin, codes + code_bytes, sum,
+              c.codes + code_bytes});
+    };
+    // A group's elements from `whole` (its last whole eight) to its end e, one by one.
+    const auto finish_group = [&](std::size_t whole, std::size_t e, quantize::coder k) {
+      if (whole != e) {
+        pack_run(c.bits, whole, e, buf, codes, code_at(k));
+        sink.progress(e);
+      }
+    };
     for (std::size_t begin = first_group * c.len; begin < stop;) {
       if (batched && begin % 8 == 0) { // a batch of groups through the kernel
         // x holds the elements from `origin` on, xn of them.
@@ -592,26 +611,45 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
                          quantize::make_coder(c.range, c.bits, s0, s1)};
         }
         if (count != 0) {
-          const std::size_t code_bytes = origin / 8 * c.bits;
-          kernel(x, xn, runs, count,
-                 {c.bits, key, ctx.step, first_index + origin, codes + code_bytes, sum,
-                  c.codes + code_bytes});
+          encode_runs_of(x, xn, origin, runs, count);
           // The last group's elements past its last whole eight (it ends the tensor, or its
           // length is not a multiple of 8).
           const code_run& last = runs[count - 1];
           const std::size_t last_begin = origin + last.begin;
           const std::size_t e = n - last_begin < c.len ? n : last_begin + c.len;
-          if (origin + last.end != e) {
-            pack_run(c.bits, origin + last.end, e, buf, codes, code_at(last.coder));
-            sink.progress(e);
-          }
+          finish_group(origin + last.end, e, last.coder);
           g += count;
           begin = e;
           continue;
         }
       }
+      if constexpr (!fp32) {
+        if (!batched && begin % 8 == 0) {
+          // A 16-bit group the batches do not take (longer than a batch, or of a length that is
+          // not a multiple of 8): its statistics from the 16-bit lanes, then its codes a batch
+          // of elements at a time.
+          const std::size_t e = n - begin < c.len ? n : begin + c.len;
+          float s0, s1;
+          if (group_statistics(c.range, in.data(), n, begin, e, s0, s1)) {
+            store_record(c.range, body, g, quantize::make_record(c.range, c.bits, s0, s1));
+            const quantize::coder k = quantize::make_coder(c.range, c.bits, s0, s1);
+            const std::size_t whole = begin + (e - begin) / 8 * 8;
+            for (std::size_t origin = begin; origin < whole; origin += batch_elements) {
+              const std::size_t xn =
+                  whole - origin < batch_elements ? whole - origin : batch_elements;
+              widen_elements(in.data() + origin, xn, wide);
+              const code_run run{0, xn, k};
+              encode_runs_of(wide, xn, origin, &run, 1);
+            }
+            finish_group(whole, e, k);
+            ++g;
+            begin = e;
+            continue;
+          }
+        }
+      }
       // One group element by element: it holds a NaN or Inf, or it does not start on a
-      // multiple of 8, or it is a 16-bit group the batches do not take.
+      // multiple of 8.
       const std::size_t e = n - begin < c.len ? n : begin + c.len;
       float s0 = stat0_init(c.range);
       float s1 = stat1_init;

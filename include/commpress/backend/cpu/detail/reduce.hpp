@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "commpress/backend/cpu/detail/element_lanes.hpp"
 #include "commpress/backend/cpu/detail/prefetch.hpp"
@@ -65,16 +64,16 @@ struct value_range_result {
   float hi;
 };
 
-/// The least and greatest of x[0..n) (n > 0), from four integer reductions of the bit patterns:
-/// the greatest as a signed integer is the greatest value if that is not negative, and the
-/// least unsigned is the greatest when all are negative (the least magnitude) and the least
+/// The least and greatest of x[0..n) (n > 0) read as fp32, from four integer reductions of the bit
+/// patterns: the greatest as a signed integer is the greatest value if that is not negative, and
+/// the least unsigned is the greatest when all are negative (the least magnitude) and the least
 /// when none is; the greatest unsigned is the least value when some is negative. A NaN or Inf
 /// is the greatest signed (+) or unsigned (-) pattern. Where -0 and +0 tie for least or
 /// greatest, this gives -0 for least and +0 for greatest, not the first of them; quantize's
 /// records and coders come out the same either way, as they add +0 to lo. Calls prefetch(i)
 /// once per 16 elements.
-COMMPRESS_CPU_REDUCTION value_range_result value_range(const float* COMMPRESS_RESTRICT x,
-                                                       std::size_t n,
+template <element T>
+COMMPRESS_CPU_REDUCTION value_range_result value_range(const T* COMMPRESS_RESTRICT x, std::size_t n,
                                                        prefetch_stream prefetch = {}) {
   using namespace simd;
   vu max_s = splat_u32(0x80000000u), min_s = splat_u32(0x7fffffffu);
@@ -83,7 +82,7 @@ COMMPRESS_CPU_REDUCTION value_range_result value_range(const float* COMMPRESS_RE
   for (; i + 16 <= n; i += 16) {
     prefetch(i);
     for (std::size_t q = 0; q < 16; q += lanes) {
-      const vu v = load_u32(x + i + q);
+      const vu v = load_lane_bits(x + i + q);
       max_s = max_i32(max_s, v);
       min_s = min_i32(min_s, v);
       max_u = max_u32(max_u, v);
@@ -93,9 +92,8 @@ COMMPRESS_CPU_REDUCTION value_range_result value_range(const float* COMMPRESS_RE
   std::int32_t hi_s = reduce_max_i32(max_s), lo_s = reduce_min_i32(min_s);
   std::uint32_t hi_u = reduce_max_u32(max_u), lo_u = reduce_min_u32(min_u);
   for (; i < n; ++i) {
-    std::int32_t s;
-    std::memcpy(&s, x + i, 4);
-    const auto u = static_cast<std::uint32_t>(s);
+    const std::uint32_t u = commpress::detail::float_to_bits(to_float(x[i]));
+    const auto s = static_cast<std::int32_t>(u);
     hi_s = s > hi_s ? s : hi_s;
     lo_s = s < lo_s ? s : lo_s;
     hi_u = u > hi_u ? u : hi_u;
