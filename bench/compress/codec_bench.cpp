@@ -249,6 +249,7 @@ int main(int argc, char** argv) {
                                                          .granularity = scale_granularity::tensor,
                                                          .group = 0,
                                                          .range = quant_range::asymmetric});
+  to_16_bits("sign_rms_tensor", cp::sign{.scale = cp::sign_scale::rms});
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv))
     return 1;

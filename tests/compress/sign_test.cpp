@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "commpress/backend/cpu/par.hpp"
 #include "commpress/backend/cpu/sign.hpp"
 #include "commpress/backend/cpu/top_k.hpp"
 #include "commpress/codec_ops.hpp"
@@ -163,6 +165,54 @@ TEST_SUITE("compress") {
           wrong += y[i] == cp::from_float<T>(xf[i] < 0.0f ? -s : s) ? 0u : 1u;
         CHECK(wrong == 0);
       }
+    }
+  }
+
+  TEST_CASE_TEMPLATE("sign: a 16-bit input encodes to the body of its values in fp32, for every "
+                     "granularity, scale and policy, under seq and par",
+                     T, cp::half, cp::bfloat16) {
+    // Groups of a multiple of 8 elements, and a tensor-wide one, take the 32-element passes of
+    // the vector layer (16-bit elements widened in registers); blocks of 100 the per-element
+    // loops. NaN, Inf, -0, subnormals and values past f16's range; 70001 elements span several
+    // canonical chunks and par's ranges.
+    for (const std::size_t n : {9u, 1000u, 5003u, 70001u}) {
+      std::vector<float> xf = sample(n, 6);
+      for (std::size_t i = 0; i < n; ++i)
+        xf[i] *= i % 11 == 0 ? 1e5f : i % 13 == 0 ? 1e-6f : 1.0f;
+      if (n > 1000) {
+        xf[700] = std::numeric_limits<float>::quiet_NaN();
+        xf[2500] = -std::numeric_limits<float>::infinity();
+        xf[2501] = -0.0f;
+      }
+      std::vector<T> x(n);
+      std::vector<float> wide(n);
+      std::size_t nonfinite = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        x[i] = cp::from_float<T>(xf[i]);
+        wide[i] = cp::to_float(x[i]);
+        nonfinite += !std::isfinite(wide[i]);
+      }
+      for (const std::uint32_t block : {0u, 64u, 100u, 4096u})
+        for (const auto scale : {cp::sign_scale::mean_abs, cp::sign_scale::rms})
+          for (const auto policy :
+               {cp::nonfinite_policy::propagate, cp::nonfinite_policy::zero_and_count}) {
+            CAPTURE(n);
+            CAPTURE(block);
+            const cp::sign c = block == 0 ? cp::sign{.scale = scale}
+                                          : cp::sign{.granularity = cp::sign_granularity::block,
+                                                     .block = block,
+                                                     .scale = scale};
+            const cp::context ctx{.on_nonfinite = policy};
+            const auto want = encode_vec(c, wide, ctx);
+            std::vector<std::byte> seq(want.size()), par(want.size());
+            const auto rs = cp::encode(cp::cpu::seq, c, ctx, std::span<const T>(x), seq);
+            const auto rp = cp::encode(cp::cpu::par_t{.threads = 3, .grain = 4096}, c, ctx,
+                                       std::span<const T>(x), par);
+            CHECK(rs.nonfinite == nonfinite);
+            CHECK(rp.nonfinite == nonfinite);
+            CHECK(std::equal(want.begin() + 64, want.end(), seq.begin() + 64));
+            CHECK(std::equal(want.begin() + 64, want.end(), par.begin() + 64));
+          }
     }
   }
 

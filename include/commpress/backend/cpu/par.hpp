@@ -232,9 +232,10 @@ template <> struct codec_impl<sign, cpu::par_t> {
   }
 
 private:
-  /// cpu::detail::sign_group for c's scale and ctx's policy: writes the bits of m fp32 elements
-  /// from `bits` and returns the canonical chunked sum of their terms.
-  static double sum_and_bits(const sign& c, const context& ctx, const float* x, std::uint64_t m,
+  /// cpu::detail::sign_group for c's scale and ctx's policy: writes the bits of m elements from
+  /// `bits` and returns the canonical chunked sum of their terms.
+  template <element T>
+  static double sum_and_bits(const sign& c, const context& ctx, const T* x, std::uint64_t m,
                              unsigned char* bits, std::size_t& bad) {
     using cpu::detail::sign_group;
     const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
@@ -268,16 +269,14 @@ private:
     const std::uint64_t len = c.group_length(n);
     unsigned char* bits = body + 4 * c.groups(n);
     std::size_t bad = 0;
-    if constexpr (std::is_same_v<T, float>) {
-      if (len % 8 == 0) {
-        for (std::uint64_t g = g0; g < g1; ++g) {
-          const std::uint64_t first = g * len;
-          const std::uint64_t m = n - first < len ? n - first : len;
-          const double sum = sum_and_bits(c, ctx, in.data() + first, m, bits + first / 8, bad);
-          cpu::detail::store_word<float>(body + 4 * g, c.scale_from_sum(sum, m));
-        }
-        return bad;
+    if (len % 8 == 0) {
+      for (std::uint64_t g = g0; g < g1; ++g) {
+        const std::uint64_t first = g * len;
+        const std::uint64_t m = n - first < len ? n - first : len;
+        const double sum = sum_and_bits(c, ctx, in.data() + first, m, bits + first / 8, bad);
+        cpu::detail::store_word<float>(body + 4 * g, c.scale_from_sum(sum, m));
       }
+      return bad;
     }
     for (std::uint64_t g = g0; g < g1; ++g) {
       const std::uint64_t first = g * len;
@@ -300,15 +299,8 @@ private:
     std::size_t bad = 0;
     const double sum = cpu::detail::parallel_canonical_chunked_sum(
         p, n, bad, [&](std::uint64_t first, std::uint64_t m, std::size_t& count) {
-          if constexpr (std::is_same_v<T, float>) {
-            // One chunk: sign_group's outer sum is that chunk's canonical sum.
-            return sum_and_bits(c, ctx, in.data() + first, m, bits + first / 8, count);
-          } else {
-            pack_bits(ctx, in, first, first + m, bits);
-            return canonical_sum(m, [&](std::uint64_t i) {
-              return c.scale_term(screen(to_float(in[first + i]), ctx.on_nonfinite, count));
-            });
-          }
+          // One chunk: sign_group's outer sum is that chunk's canonical sum.
+          return sum_and_bits(c, ctx, in.data() + first, m, bits + first / 8, count);
         });
     cpu::detail::store_word<float>(body, c.scale_from_sum(sum, n));
     return bad;

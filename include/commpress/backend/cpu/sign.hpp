@@ -46,25 +46,25 @@ template <> struct codec_impl<sign, cpu::seq_t> {
     const std::uint64_t len = c.group_length(n);
     const std::uint64_t groups = c.groups(n);
     std::size_t bad = 0;
-    if constexpr (std::is_same_v<T, float>) {
-      if (len % 8 == 0 || groups == 1) {
-        const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
-        const bool rms = c.scale == sign_scale::rms;
-        for (std::uint64_t g = 0; g < groups; ++g) {
-          const std::uint64_t first = g * len;
-          const std::uint64_t m = n - first < len ? n - first : len;
-          const float* x = in.data() + first;
-          unsigned char* bits = body + 4 * groups + first / 8;
-          const cpu::detail::prefetch_stream ahead{x, in.data() + n};
-          const double sum =
-              rms ? (zero ? cpu::detail::sign_group<true, true>(x, m, bits, bad, ahead)
-                          : cpu::detail::sign_group<true, false>(x, m, bits, bad, ahead))
-                  : (zero ? cpu::detail::sign_group<false, true>(x, m, bits, bad, ahead)
-                          : cpu::detail::sign_group<false, false>(x, m, bits, bad, ahead));
-          cpu::detail::store_word<float>(body + 4 * g, c.scale_from_sum(sum, m));
-        }
-        return bad;
+    if (len % 8 == 0 || groups == 1) {
+      const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
+      const bool rms = c.scale == sign_scale::rms;
+      for (std::uint64_t g = 0; g < groups; ++g) {
+        const std::uint64_t first = g * len;
+        const std::uint64_t m = n - first < len ? n - first : len;
+        const T* x = in.data() + first;
+        unsigned char* bits = body + 4 * groups + first / 8;
+        cpu::detail::prefetch_stream ahead{};
+        if constexpr (std::is_same_v<T, float>)
+          ahead = {x, in.data() + n};
+        const double sum =
+            rms ? (zero ? cpu::detail::sign_group<true, true>(x, m, bits, bad, ahead)
+                        : cpu::detail::sign_group<true, false>(x, m, bits, bad, ahead))
+                : (zero ? cpu::detail::sign_group<false, true>(x, m, bits, bad, ahead)
+                        : cpu::detail::sign_group<false, false>(x, m, bits, bad, ahead));
+        cpu::detail::store_word<float>(body + 4 * g, c.scale_from_sum(sum, m));
       }
+      return bad;
     }
     for (std::uint64_t g = 0; g < groups; ++g) {
       const std::uint64_t first = g * len;

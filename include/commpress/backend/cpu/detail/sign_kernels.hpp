@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "commpress/backend/cpu/detail/element_lanes.hpp"
 #include "commpress/backend/cpu/detail/prefetch.hpp"
 #include "commpress/backend/cpu/detail/simd.hpp"
 #include "commpress/core/canonical_sum.hpp"
@@ -18,16 +19,17 @@
 
 namespace commpress::cpu::detail {
 
-/// One pass of the sign codec over a group of m fp32 elements: writes the m sign bits
+/// One pass of the sign codec over a group of m elements read as fp32: writes the m sign bits
 /// (x < 0 after screening, packed LSB first from `bits`, whose first element is bit 0 of
 /// bits[0]) and returns the canonical_chunked_sum (core/canonical_sum.hpp) of the terms |x|
 /// (Rms: x * x, exact in double), in exactly that order: 32 double lanes per chunk of
 /// canonical_chunk terms, lane j taking the terms i % 32 == j in increasing i, a fixed tree
 /// over the lanes, and the same over the chunk sums. Zero: NaN/Inf count as 0
 /// (nonfinite_policy::zero_and_count). Adds the group's NaN/Inf count to `bad`. prefetch(i) once
-/// per 16 elements.
-template <bool Rms, bool Zero>
-double sign_group(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
+/// per 16 elements (an fp32 stream: for fp32 elements only). 16-bit elements are widened 32 at
+/// a time into the registers' buffer.
+template <bool Rms, bool Zero, element T>
+double sign_group(const T* COMMPRESS_RESTRICT x, std::uint64_t m,
                   unsigned char* COMMPRESS_RESTRICT bits, std::size_t& bad,
                   prefetch_stream prefetch = {}) {
   double outer[32] = {};
@@ -35,7 +37,7 @@ double sign_group(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
   std::uint32_t nonfinite = 0;
   for (std::uint64_t first = 0; first < m; first += canonical_chunk, ++chunks) {
     const std::uint64_t len = m - first < canonical_chunk ? m - first : canonical_chunk;
-    const float* p = x + first;
+    const T* p = x + first;
     unsigned char* out = bits + first / 8;
     double lane[32] = {};
     std::uint64_t i = 0;
@@ -43,13 +45,22 @@ double sign_group(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
     for (; i + 32 <= len; i += 32) {
       prefetch(first + i);
       prefetch(first + i + 16);
+      const float* e; // the 32 elements as fp32
+      alignas(64) float widened[std::same_as<T, float> ? 1 : 32];
+      if constexpr (std::same_as<T, float>) {
+        e = p + i;
+      } else {
+        for (std::size_t q = 0; q < 32; q += simd::lanes)
+          simd::store(widened + q, load_lanes(p + i + q));
+        e = widened;
+      }
       alignas(64) float v[32];
       for (unsigned j = 0; j < 32; ++j) {
         std::uint32_t u;
-        std::memcpy(&u, p + i + j, 4);
+        std::memcpy(&u, e + j, 4);
         const std::uint32_t nf = (u & 0x7fffffffu) >= 0x7f800000u ? 1u : 0u;
         nf_lanes[j] += nf;
-        v[j] = Zero && nf != 0 ? 0.0f : p[i + j];
+        v[j] = Zero && nf != 0 ? 0.0f : e[j];
       }
       for (unsigned j = 0; j < 32; ++j) {
         const double t = static_cast<double>(v[j]);
@@ -67,7 +78,7 @@ double sign_group(const float* COMMPRESS_RESTRICT x, std::uint64_t m,
       const unsigned cnt = len - i < 8 ? static_cast<unsigned>(len - i) : 8u;
       unsigned byte = 0;
       for (unsigned q = 0; q < cnt; ++q) {
-        float v = p[i + q];
+        float v = to_float(p[i + q]);
         const bool nf = !commpress::detail::is_finite(v);
         nonfinite += nf ? 1u : 0u;
         if (Zero && nf)
