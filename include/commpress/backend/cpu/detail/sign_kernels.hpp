@@ -27,7 +27,7 @@ namespace commpress::cpu::detail {
 /// over the lanes, and the same over the chunk sums. Zero: NaN/Inf count as 0
 /// (nonfinite_policy::zero_and_count). Adds the group's NaN/Inf count to `bad`. prefetch(i) once
 /// per 16 elements (an fp32 stream: for fp32 elements only). 16-bit elements are widened 32 at
-/// a time into the registers' buffer.
+/// a time into a buffer on the stack.
 template <bool Rms, bool Zero, element T>
 double sign_group(const T* COMMPRESS_RESTRICT x, std::uint64_t m,
                   unsigned char* COMMPRESS_RESTRICT bits, std::size_t& bad,
@@ -45,22 +45,22 @@ double sign_group(const T* COMMPRESS_RESTRICT x, std::uint64_t m,
     for (; i + 32 <= len; i += 32) {
       prefetch(first + i);
       prefetch(first + i + 16);
-      const float* e; // the 32 elements as fp32
+      const float* as_fp32; // the 32 elements
       alignas(64) float widened[std::same_as<T, float> ? 1 : 32];
       if constexpr (std::same_as<T, float>) {
-        e = p + i;
+        as_fp32 = p + i;
       } else {
         for (std::size_t q = 0; q < 32; q += simd::lanes)
           simd::store(widened + q, load_lanes(p + i + q));
-        e = widened;
+        as_fp32 = widened;
       }
       alignas(64) float v[32];
       for (unsigned j = 0; j < 32; ++j) {
         std::uint32_t u;
-        std::memcpy(&u, e + j, 4);
+        std::memcpy(&u, as_fp32 + j, 4);
         const std::uint32_t nf = (u & 0x7fffffffu) >= 0x7f800000u ? 1u : 0u;
         nf_lanes[j] += nf;
-        v[j] = Zero && nf != 0 ? 0.0f : e[j];
+        v[j] = Zero && nf != 0 ? 0.0f : as_fp32[j];
       }
       for (unsigned j = 0; j < 32; ++j) {
         const double t = static_cast<double>(v[j]);
