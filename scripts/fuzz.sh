@@ -34,24 +34,30 @@ cmake --build "$build" --target $targets
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 mkdir -p "$build/artifacts"
-fuzz_one() { # target: runs it, its log in $build/<target>.log
+fuzz_one() { # target: becomes its fuzzer (run it in the background), its log in $build/<t>.log
   local t=$1
   mkdir -p "$build/corpus/$t"
-  "$build/fuzz/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+  exec "$build/fuzz/$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$build/artifacts/$t-" "$build/corpus/$t" "fuzz/corpus/$t" \
     >"$build/$t.log" 2>&1
 }
-echo "=== fuzzing side by side, ${seconds}s each: ${targets//$'\n'/ }"
-declare -A pid
-for t in $targets; do
+# shellcheck disable=SC2086
+read -r -a names <<<"$(printf '%s\n' $targets | awk '!seen[$0]++' | tr '\n' ' ')" # each once
+echo "=== fuzzing side by side, ${seconds}s each: ${names[*]}"
+pids=()
+stop_fuzzers() { kill "${pids[@]}" 2>/dev/null || true; }
+trap stop_fuzzers EXIT # no fuzzer outlives the script
+trap 'stop_fuzzers; exit 130' INT TERM
+for t in "${names[@]}"; do
   fuzz_one "$t" &
-  pid[$t]=$!
+  pids+=($!)
 done
 status=0
 summary=()
-for t in $targets; do
+for i in "${!names[@]}"; do
+  t=${names[$i]}
   log="$build/$t.log"
-  if wait "${pid[$t]}"; then
+  if wait "${pids[$i]}"; then
     result=ok
   else
     result=FAILED

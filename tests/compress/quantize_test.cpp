@@ -542,9 +542,10 @@ TEST_SUITE("compress") {
                      T, cp::half, cp::bfloat16) {
     // Batches of whole groups are widened and sent through the fp32 kernels; a group longer
     // than a batch, or not a multiple of 8, a batch of its elements at a time; a group with a
-    // NaN or Inf, or one that does not start on a multiple of 8, element by element. Hostile
-    // sizes hold values past f16's range, in its subnormal range, a NaN and an Inf (poisoned
-    // groups, or zeros and a count); 4100 finite values make long groups of several batches.
+    // NaN or Inf, or one that does not start on a multiple of 8, element by element. par cuts
+    // ranges of 256 elements or more. Hostile sizes hold values past f16's range, in its
+    // subnormal range, a NaN and an Inf (poisoned groups, or zeros and a count); 4100 finite
+    // values make long groups of several batches.
     for (const auto& [n, hostile] :
          {std::pair<std::size_t, bool>{9, true}, {1000, true}, {5003, true}, {4100, false}}) {
       std::vector<float> xf = sample(n, 14);
@@ -576,7 +577,8 @@ TEST_SUITE("compress") {
                 const auto want = encode(c, wide, ctx);
                 std::vector<std::byte> seq(want.size()), par(want.size());
                 const auto rs = cp::encode(cp::cpu::seq, c, ctx, std::span<const T>(x), seq);
-                const auto rp = cp::encode(cp::cpu::par, c, ctx, std::span<const T>(x), par);
+                const auto rp = cp::encode(cp::cpu::par_t{.threads = 3, .grain = 256}, c, ctx,
+                                           std::span<const T>(x), par);
                 CHECK(rs.nonfinite == nonfinite);
                 CHECK(rp.nonfinite == rs.nonfinite);
                 CHECK(std::equal(want.begin() + 64, want.end(), seq.begin() + 64));

@@ -172,7 +172,7 @@ TEST_SUITE("compress") {
                      "granularity, scale and policy, under seq and par",
                      T, cp::half, cp::bfloat16) {
     // Groups of a multiple of 8 elements, and a tensor-wide one, take the 32-element passes of
-    // the vector layer (16-bit elements widened in registers); blocks of 100 the per-element
+    // the vector layer (16-bit elements widened 32 at a time); blocks of 100 the per-element
     // loops. NaN, Inf, -0, subnormals and values past f16's range; 70001 elements span several
     // canonical chunks and par's ranges.
     for (const std::size_t n : {9u, 1000u, 5003u, 70001u}) {

@@ -5,9 +5,9 @@
 /// @file
 /// CPU implementation of the sign codec.
 ///
-/// fp32 groups whose bits start on a byte (block % 8 == 0, or one group) run in one pass
-/// (detail/sign_kernels.hpp, sign_group): the bits do not depend on the scale, so the scale's
-/// canonical sum and the bits come from the same read of x.
+/// Groups whose bits start on a byte (block % 8 == 0, or one group) run in one pass
+/// (detail/sign_kernels.hpp, sign_group), for every element type: the bits do not depend on the
+/// scale, so the scale's canonical sum and the bits come from the same read of x.
 
 #include <cstddef>
 #include <cstdint>
