@@ -95,15 +95,6 @@ statistics statistics_of(const T* COMMPRESS_RESTRICT x, std::uint64_t first, std
   return {amax, nonfinite};
 }
 
-/// The prefetch stream of a pass over x from element `first` up to element `end` (none for an
-/// element type other than fp32).
-template <element T> prefetch_stream ahead_of(const T* x, std::uint64_t first, std::uint64_t end) {
-  if constexpr (std::same_as<T, float>)
-    return {x + first, x + end};
-  else
-    return {};
-}
-
 /// The canonical sum of the square terms of x[first, first + m) (x * x in double, exact; 0 for
 /// a non-finite element): one chunk of canonical_chunked_sum.
 template <element T>
@@ -648,9 +639,9 @@ template <block_scaled_codec C> struct scaled_seq_impl {
     if constexpr (scaled::has_tensor_scale<C>) {
       if (in.empty())
         return 0;
-      t = c.make_tensor_scale(
-          kit::statistics_of(in.data(), 0, in.size(), kit::ahead_of(in.data(), 0, in.size()))
-              .amax());
+      t = c.make_tensor_scale(kit::statistics_of(in.data(), 0, in.size(),
+                                                 cpu::detail::ahead_of(in.data(), 0, in.size()))
+                                  .amax());
       l.store_tensor_scale(t);
     }
     return kit::encode_groups(c, ctx.on_nonfinite, kit::random_source::of(ctx), in.data(), l, t, 0,
@@ -768,8 +759,9 @@ private:
       std::size_t unused = 0;
       m.g.l2_norm = scaled::l2_norm_from_sum(cpu::detail::parallel_canonical_chunked_sum(
           p, last - first, unused, [&](std::uint64_t a, std::uint64_t len, std::size_t&) {
-            lane[a / canonical_chunk % canonical_lanes].merge(kit::statistics_of(
-                x, first + a, first + a + len, kit::ahead_of(x, first + a, first + a + len)));
+            lane[a / canonical_chunk % canonical_lanes].merge(
+                kit::statistics_of(x, first + a, first + a + len,
+                                   cpu::detail::ahead_of(x, first + a, first + a + len)));
             return kit::chunk_sum_of_squares(x, first + a, len);
           }));
       for (const kit::statistics& st : lane)
@@ -788,7 +780,7 @@ private:
         p, last - first, cpu::detail::range_elements(p), kit::statistics{},
         [&](std::uint64_t a, std::uint64_t b) {
           return kit::statistics_of(x, first + a, first + b,
-                                    kit::ahead_of(x, first + a, first + b));
+                                    cpu::detail::ahead_of(x, first + a, first + b));
         },
         [](kit::statistics s, const kit::statistics& o) {
           s.merge(o);

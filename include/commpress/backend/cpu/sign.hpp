@@ -54,9 +54,7 @@ template <> struct codec_impl<sign, cpu::seq_t> {
         const std::uint64_t m = n - first < len ? n - first : len;
         const T* x = in.data() + first;
         unsigned char* bits = body + 4 * groups + first / 8;
-        cpu::detail::prefetch_stream ahead{};
-        if constexpr (std::is_same_v<T, float>)
-          ahead = {x, in.data() + n};
+        const cpu::detail::prefetch_stream ahead = cpu::detail::ahead_of(in.data(), first, n);
         const double sum =
             rms ? (zero ? cpu::detail::sign_group<true, true>(x, m, bits, bad, ahead)
                         : cpu::detail::sign_group<true, false>(x, m, bits, bad, ahead))

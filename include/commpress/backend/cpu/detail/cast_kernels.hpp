@@ -31,9 +31,7 @@ COMMPRESS_FORCEINLINE simd::vh cast_codes(const float* x, simd::vu& nonfinite_la
   using namespace simd;
   vu u = load_u32(x);
   const vu a = and_u32(u, splat_u32(0x7fffffffu));
-  const auto round = [](vu w) {
-    return Bf16 ? bf16_lanes(from_bits(w)) : half_lanes(from_bits(w));
-  };
+  const auto round = [](vu w) { return Bf16 ? bf16_lanes(w) : half_lanes(from_bits(w)); };
   // Only magnitudes beyond the code type's largest finite value (NaN and infinities among them)
   // need the screening below; a vector without one, the common case, is rounded as it is.
   const float top = Bf16 ? commpress::detail::bfloat16_max : commpress::detail::half_max;

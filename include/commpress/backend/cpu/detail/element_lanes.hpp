@@ -78,11 +78,11 @@ COMMPRESS_FORCEINLINE simd::vf half_values(simd::vu u, [[maybe_unused]] const vo
 #endif
 }
 
-/// to_bfloat16's bits for the lanes of v, for every lane but NaN: float_bits_to_bf16_bits'
-/// rounding, ties to even.
-COMMPRESS_FORCEINLINE simd::vh bf16_lanes(simd::vf v) {
+/// to_bfloat16's bits for the fp32 lanes whose bits are u, for every lane but NaN:
+/// float_bits_to_bf16_bits' rounding, ties to even. It takes the bits, which is where a caller
+/// holding them (the cast codec's encode) has them.
+COMMPRESS_FORCEINLINE simd::vh bf16_lanes(simd::vu u) {
   using namespace simd;
-  const vu u = bits(v);
   const vu lsb = and_u32(srl<16>(u), splat_u32(1));
   return narrow_u16(srl<16>(add_u32(add_u32(u, splat_u32(0x7fffu)), lsb)));
 }
@@ -91,7 +91,7 @@ COMMPRESS_FORCEINLINE simd::vh bf16_lanes(simd::vf v) {
 /// magnitude beyond the type's range to infinity, a NaN as 0x7fff (core/dtype.hpp).
 template <bool Bf16> COMMPRESS_FORCEINLINE simd::vh element_bits(simd::vf v) {
   return simd::select(simd::is_nan(v), simd::splat_u16(0x7fffu),
-                      Bf16 ? bf16_lanes(v) : half_lanes(v));
+                      Bf16 ? bf16_lanes(simd::bits(v)) : half_lanes(v));
 }
 
 /// values[0, 64) stored as element type T (half or bfloat16) at out, each from_float<T>(value),

@@ -6,10 +6,12 @@
 /// How the streaming CPU kernels keep memory requests flowing: a software prefetch a fixed
 /// distance ahead of the element being read, and non-temporal stores for large outputs.
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 
 #include "commpress/core/config.hpp"
+#include "commpress/core/dtype.hpp"
 
 namespace commpress::cpu::detail {
 
@@ -36,6 +38,15 @@ struct prefetch_stream {
 #endif
   }
 };
+
+/// The prefetch stream of a pass over x from element `first` up to element `end` (none for an
+/// element type other than fp32: the stream counts floats).
+template <element T> prefetch_stream ahead_of(const T* x, std::uint64_t first, std::uint64_t end) {
+  if constexpr (std::same_as<T, float>)
+    return {x + first, x + end};
+  else
+    return {};
+}
 
 /// Outputs at least this large are written with non-temporal stores where a kernel can: far
 /// beyond any core's L2, and larger than the consumer could find in cache anyway (glibc's

@@ -480,9 +480,7 @@ inline error_kernel error_kernel_for(const config& c) {
 template <element T>
 bool group_statistics(quant_range r, const T* x, std::size_t n, std::size_t begin, std::size_t end,
                       float& s0, float& s1) {
-  prefetch_stream ahead{};
-  if constexpr (std::is_same_v<T, float>)
-    ahead = {x + begin, x + n};
+  const prefetch_stream ahead = ahead_of(x, begin, n);
   if (r == quant_range::asymmetric) {
     const value_range_result v = value_range(x + begin, end - begin, ahead);
     s0 = v.lo;
