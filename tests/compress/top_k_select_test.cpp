@@ -3,10 +3,10 @@
 //
 // The sampled top-k select of backend/cpu/detail/top_k_select.hpp: radix_select against
 // std::nth_element on awkward keys, top_k_sampled against a sort of the whole row, and the top_k
-// codec on rows just below and above sampled_top_k_min_row, for every index format, value dtype and
-// non-finite policy; the small-k selection (top_k_small) against the same sort on every row length
-// up to 300 and the codec on chunked rows. Built with the default flags, with -march=native (the
-// AVX-512 path) and -march=x86-64-v3 (AVX2).
+// codec on rows just below and above sampled_top_k_min_row, for every element type, index format,
+// value dtype and non-finite policy; the small-k selection (top_k_small) against the same sort on
+// every row length up to 300 and the codec on chunked rows. Built with the default flags, with
+// -march=native (the AVX-512 path) and -march=x86-64-v3 (AVX2).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include <functional>
 #include <limits>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "commpress/backend/cpu/detail/top_k_select.hpp"
@@ -58,6 +59,22 @@ std::vector<float> smooth(std::size_t n, std::uint32_t stream) {
 std::uint32_t key_of(float v, bool zero_nonfinite) {
   const std::uint32_t key = bits_of(v) & 0x7fffffffu;
   return zero_nonfinite && key >= 0x7f800000u ? 0u : key;
+}
+
+/// x in element type T, each from_float<T>.
+template <class T> std::vector<T> as_elements(const std::vector<float>& x) {
+  std::vector<T> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    out[i] = cp::from_float<T>(x[i]);
+  return out;
+}
+
+/// The fp32 values of a row's elements, each to_float.
+template <class T> std::vector<float> widened(const std::vector<T>& x) {
+  std::vector<float> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    out[i] = cp::to_float(x[i]);
+  return out;
 }
 
 /// The kept indices of a row by the codec's rule: sort by (key descending, index ascending).
@@ -149,8 +166,9 @@ TEST_SUITE("compress") {
                                      words.begin() + static_cast<std::ptrdiff_t>(m2)) == want);
   }
 
-  TEST_CASE(
-      "top_k_sampled: keeps the set a sort of the row keeps, or declines, and counts NaN/Inf") {
+  TEST_CASE_TEMPLATE(
+      "top_k_sampled: keeps the set a sort of the row keeps, or declines, and counts NaN/Inf", T,
+      float, cp::half, cp::bfloat16) {
     for (std::uint64_t d : {cd::sampled_top_k_min_row, 3 * cd::sampled_top_k_min_row + 7}) {
       for (int data = 0; data < 4; ++data) {
         std::vector<float> x = smooth(d, 30 + static_cast<std::uint32_t>(data));
@@ -166,6 +184,10 @@ TEST_SUITE("compress") {
             ++nonfinite;
           }
         }
+        // The row in its element type, and x as its fp32 values, which the select ranks (16-bit
+        // rows have many more ties than fp32 ones).
+        const std::vector<T> row = as_elements<T>(x);
+        x = widened(row);
         for (std::uint64_t k : {std::uint64_t{1}, std::uint64_t{37}, d / 100, d / 10, d / 5}) {
           for (bool zero_nonfinite : {false, true}) {
             CAPTURE(d);
@@ -177,13 +199,13 @@ TEST_SUITE("compress") {
             std::vector<unsigned char> bitmap((d + 7) / 8, 0xa5);
             std::size_t bad = 0;
             const auto kept =
-                cd::top_k_sampled(x.data(), d, k, zero_nonfinite, ws.data(), bad, bitmap.data());
+                cd::top_k_sampled(row.data(), d, k, zero_nonfinite, ws.data(), bad, bitmap.data());
             // Again with the values written to a buffer of exactly 4 k bytes, one byte off a
             // 4-byte boundary as a payload's value section may be.
             std::vector<unsigned char> values(4 * k + 1, 0);
             std::vector<std::uint32_t> ws2(d);
             std::size_t bad2 = 0;
-            const auto kept2 = cd::top_k_sampled(x.data(), d, k, zero_nonfinite, ws2.data(), bad2,
+            const auto kept2 = cd::top_k_sampled(row.data(), d, k, zero_nonfinite, ws2.data(), bad2,
                                                  nullptr, values.data() + 1);
             CHECK((kept2.index == nullptr) == (kept.index == nullptr));
             CHECK(kept2.bits == nullptr);
@@ -219,14 +241,18 @@ TEST_SUITE("compress") {
     }
   }
 
-  TEST_CASE("top_k: rows below and above sampled_top_k_min_row encode and roundtrip the sorted "
-            "selection for every index format, value dtype and non-finite policy") {
+  TEST_CASE_TEMPLATE("top_k: rows below and above sampled_top_k_min_row encode (and fp32 rows "
+                     "roundtrip) the sorted selection for every index format, value dtype and "
+                     "non-finite policy",
+                     T, float, cp::half, cp::bfloat16) {
     const std::uint64_t m = cd::sampled_top_k_min_row;
     for (std::uint64_t row : {m - 1, m, 2 * m + 3}) {
       std::vector<float> x = smooth(2 * row, 50);
       for (std::size_t i = 7; i < x.size(); i += 977)
         x[i] = i % 2 ? std::numeric_limits<float>::infinity()
                      : -std::numeric_limits<float>::quiet_NaN();
+      const std::vector<T> input = as_elements<T>(x);
+      x = widened(input);
       for (std::uint64_t k : {std::uint64_t{5}, row / 100, row / 5}) // list, list, bitmap
         for (auto values : {cp::dtype::f32, cp::dtype::f16, cp::dtype::bf16})
           for (auto policy : {cp::nonfinite_policy::propagate, cp::nonfinite_policy::zero_and_count,
@@ -241,22 +267,26 @@ TEST_SUITE("compress") {
             std::vector<std::byte> p(cp::max_payload_bytes(c, x.size()));
             std::vector<std::byte> ws(cp::workspace_bytes(cp::cpu::seq, c, x.size()));
             if (policy == cp::nonfinite_policy::fail) {
-              CHECK_THROWS_AS(cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(x),
+              CHECK_THROWS_AS(cp::encode(cp::cpu::seq, c, ctx, std::span<const T>(input),
                                          std::span(p), std::span(ws)),
                               cp::error);
               continue;
             }
             const bool zero = policy == cp::nonfinite_policy::zero_and_count;
-            const auto r = cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(x), std::span(p),
+            const auto r = cp::encode(cp::cpu::seq, c, ctx, std::span<const T>(input), std::span(p),
                                       std::span(ws));
             CHECK(r.nonfinite ==
                   static_cast<std::size_t>(std::count_if(
                       x.begin(), x.end(), [](float v) { return !std::isfinite(v); })));
             std::vector<float> y(x.size());
             cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), std::span(y));
-            std::vector<float> z = x;
-            const auto rr = cp::roundtrip(cp::cpu::seq, c, ctx, std::span(z), std::span(ws));
-            CHECK(rr.nonfinite == r.nonfinite);
+            // The roundtrip is in place, so fp32 only; other rows compare y with itself.
+            std::vector<float> z = y;
+            if constexpr (std::is_same_v<T, float>) {
+              z = x;
+              const auto rr = cp::roundtrip(cp::cpu::seq, c, ctx, std::span(z), std::span(ws));
+              CHECK(rr.nonfinite == r.nonfinite);
+            }
             std::size_t wrong = 0;
             for (std::uint64_t base = 0; base < x.size(); base += row) {
               const std::vector<float> xr(x.begin() + static_cast<std::ptrdiff_t>(base),

@@ -8,7 +8,8 @@
 /// Per row: the keys go into the workspace, std::nth_element finds the k-th largest key t, and
 /// one ordered pass keeps every key > t and the first (k - #keys > t) keys == t by index, which
 /// is the tie rule of compress/top_k.hpp. O(d) per row. Rows of at least
-/// cpu::detail::sampled_top_k_min_row fp32 elements first try the sampled-threshold method of
+/// cpu::detail::sampled_top_k_min_row elements (of any element type) first try the
+/// sampled-threshold method of
 /// detail/top_k_select.hpp, which selects the same set, so writes the same bytes, in one
 /// streaming pass, which also writes a bitmap index 16 bits at a time. Rows shorter than that
 /// with few kept elements (chunked top-k: 2 of every 64) take top_k_small of the same file, two
@@ -33,6 +34,7 @@
 #include <type_traits>
 
 #include "commpress/backend/cpu/detail/element_io.hpp"
+#include "commpress/backend/cpu/detail/element_lanes.hpp"
 #include "commpress/backend/cpu/detail/top_k_select.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/backend/cpu/quantize.hpp"
@@ -88,9 +90,8 @@ template <> struct codec_impl<top_k, cpu::seq_t> {
         write_small(index, bits, k, bitmap, ib, width, vtype, idx, val);
         continue;
       }
-      const auto kept =
-          sampled_row(raw_row(in.data() + r * d), d, k, ctx.on_nonfinite, keys_of(ws), bad,
-                      bitmap ? idx : nullptr, vtype == dtype::f32 ? val : nullptr);
+      const auto kept = sampled_row(in.data() + r * d, d, k, ctx.on_nonfinite, keys_of(ws), bad,
+                                    bitmap ? idx : nullptr, vtype == dtype::f32 ? val : nullptr);
       if (kept.index != nullptr) {
         write_kept(kept, k, bitmap, width, vtype, idx, val);
         continue;
@@ -203,27 +204,19 @@ private:
     return reinterpret_cast<float*>(at + (4 - misalign) % 4);
   }
 
-  /// The row as fp32 for the sampled method, or nullptr for fp16/bf16 input (full method).
-  template <class T> static const float* raw_row(const T* p) {
-    if constexpr (std::is_same_v<T, float>) {
-      return p;
-    } else {
-      return nullptr;
-    }
-  }
-
-  /// Long fp32 rows: the sampled-threshold method of detail/top_k_select.hpp (the same selection
-  /// as select_row, faster than nth_element over the row: bench/README.md). Nulls when it does not
-  /// apply (fp16/bf16 input, short rows, k = 0 or d) or declined; the caller then runs select_row.
-  /// With a `bitmap`, it is written in full; with fp32 `values`, the kept values go straight there
+  /// Long rows: the sampled-threshold method of detail/top_k_select.hpp (the same selection as
+  /// select_row, faster than nth_element over the row: bench/README.md). Nulls when it does not
+  /// apply (short rows, k = 0 or d) or declined; the caller then runs select_row. With a
+  /// `bitmap`, it is written in full; with fp32 `values`, the kept values go straight there
   /// (see top_k_sampled).
-  static cpu::detail::sampled_top_k sampled_row(const float* raw, std::uint64_t d, std::uint64_t k,
+  template <class T>
+  static cpu::detail::sampled_top_k sampled_row(const T* row, std::uint64_t d, std::uint64_t k,
                                                 nonfinite_policy policy, std::uint32_t* keys,
                                                 std::size_t& bad, unsigned char* bitmap = nullptr,
                                                 unsigned char* values = nullptr) {
-    if (raw == nullptr || k == 0 || k == d || d < cpu::detail::sampled_top_k_min_row)
+    if (k == 0 || k == d || d < cpu::detail::sampled_top_k_min_row)
       return {nullptr, nullptr};
-    return cpu::detail::top_k_sampled(raw, d, k, policy == nonfinite_policy::zero_and_count, keys,
+    return cpu::detail::top_k_sampled(row, d, k, policy == nonfinite_policy::zero_and_count, keys,
                                       bad, bitmap, values);
   }
 
@@ -243,8 +236,7 @@ private:
       return p;
     } else {
       auto* row = reinterpret_cast<float*>(keys_of(ws));
-      for (std::uint64_t i = 0; i < d; ++i)
-        row[i] = to_float(p[i]);
+      cpu::detail::widen_elements(p, d, row);
       return row;
     }
   }

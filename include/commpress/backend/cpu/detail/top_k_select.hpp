@@ -3,7 +3,7 @@
 #pragma once
 
 /// @file
-/// Exact top-k of one long fp32 row by a sampled threshold and a radix select (bench/README.md,
+/// Exact top-k of one long row by a sampled threshold and a radix select (bench/README.md,
 /// "exact top-k"), so a row costs about one streaming pass instead of std::nth_element over it;
 /// and of one shorter row with few kept elements (chunked top-k) by per-lane lists of the k
 /// largest keys (top_k_small).
@@ -21,8 +21,10 @@
 #include <cstring>
 #include <functional>
 
+#include "commpress/backend/cpu/detail/element_lanes.hpp"
 #include "commpress/backend/cpu/detail/simd.hpp"
 #include "commpress/core/config.hpp"
+#include "commpress/core/dtype.hpp"
 
 namespace commpress::cpu::detail {
 
@@ -111,7 +113,21 @@ struct sampled_top_k {
   const std::uint32_t* bits;
 };
 
-/// Exact top-k of one fp32 row by a sampled threshold (DGC-style sample):
+/// The fp32 bits of element x[i], as to_float gives them: the key and value that the sampled
+/// select reads for fp16 and bf16 rows, so it keeps the set the full method keeps over the
+/// widened row.
+template <element T> COMMPRESS_FORCEINLINE std::uint32_t widened_bits(const T* x, std::uint64_t i) {
+  if constexpr (std::same_as<T, float>) {
+    std::uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    return u;
+  } else {
+    return std::bit_cast<std::uint32_t>(to_float(x[i]));
+  }
+}
+
+/// Exact top-k of one row of float, half or bfloat16 elements by a sampled threshold
+/// (DGC-style sample), on the elements' fp32 values (exact widenings, so the same order):
 /// 1. the keys (|x| bits, screened by the non-finite policy) of about d / 1024 sampled elements
 ///    give two thresholds t0 <= t1, at ranks 3 sigma below and above the k-th;
 /// 2. one streaming pass collects the index and (screened) bits of every element whose key is
@@ -136,10 +152,10 @@ struct sampled_top_k {
 ///           the result points into it
 static_assert(sampled_top_k_min_row >= 8 * radix_select_bins,
               "top_k_sampled's arrays must have room after radix_select's counters");
-inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint64_t d,
-                                   std::uint64_t k, bool zero_nonfinite, std::uint32_t* ws,
-                                   std::size_t& bad, unsigned char* bitmap = nullptr,
-                                   unsigned char* values = nullptr) {
+template <element T>
+sampled_top_k top_k_sampled(const T* COMMPRESS_RESTRICT x, std::uint64_t d, std::uint64_t k,
+                            bool zero_nonfinite, std::uint32_t* ws, std::size_t& bad,
+                            unsigned char* bitmap = nullptr, unsigned char* values = nullptr) {
   constexpr sampled_top_k declined{nullptr, nullptr};
   const std::uint64_t cap = (d - radix_select_bins) / 3;
   std::uint32_t* const hist = ws;
@@ -155,9 +171,7 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
   const std::uint64_t stride = d / s;
   for (std::uint64_t j = 0; j < s; ++j) {
     const std::uint64_t jitter = (j * 0x9E3779B97F4A7C15ull >> 40) % stride;
-    std::uint32_t u;
-    std::memcpy(&u, x + j * stride + jitter, 4);
-    tmp[j] = key_of(u);
+    tmp[j] = key_of(widened_bits(x, j * stride + jitter));
   }
   const double expect = static_cast<double>(s) * static_cast<double>(k) / static_cast<double>(d);
   // 3 sigma of the sample count above the k-th key, so the pass rarely collects fewer than k.
@@ -200,12 +214,13 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
     vu nonfinite_lanes = splat_u32(0);
     vu above_lanes = splat_u32(0);
     for (; i + 16 <= d; i += 16) {
-      // By hand, 2 KiB ahead: with the candidate stores in the loop, the hardware prefetcher
-      // alone left the pass slower (bench/README.md, "Figures behind the code comments").
+      // By hand, 512 elements ahead: with the candidate stores in the loop, the hardware
+      // prefetcher alone left the pass slower (bench/README.md, "Figures behind the code
+      // comments").
       if (i + 512 < d)
         simd::prefetch(x + i + 512);
       for (std::uint64_t at = i; at < i + 16; at += lanes) {
-        const vu v = load_u32(x + at);
+        const vu v = load_lane_bits(x + at);
         vu key = and_u32(v, abs_mask);
         const vm nf = gt_i32(key, finite_max);
         nonfinite_lanes = count_lanes(nonfinite_lanes, nf);
@@ -235,8 +250,7 @@ inline sampled_top_k top_k_sampled(const float* COMMPRESS_RESTRICT x, std::uint6
   if (bitmap != nullptr) // the bytes the loop below sets bit by bit (i is a multiple of 16)
     std::memset(bitmap + i / 8, 0, (d + 7) / 8 - i / 8);
   for (; i < d; ++i) {
-    std::uint32_t u;
-    std::memcpy(&u, x + i, 4);
+    std::uint32_t u = widened_bits(x, i);
     const bool nf = (u & 0x7fffffffu) >= 0x7f800000u;
     nonfinite += nf ? 1u : 0u;
     if (zero_nonfinite && nf)
