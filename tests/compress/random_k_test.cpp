@@ -2,11 +2,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "commpress/backend/cpu/random_k.hpp"
@@ -264,6 +266,45 @@ TEST_SUITE("compress") {
     std::vector<std::byte> p(cp::max_payload_bytes(sparse, x.size()));
     CHECK(cp::encode(cp::cpu::seq, sparse, {}, std::span<const float>(x), std::span(p)).nonfinite ==
           2);
+  }
+
+  TEST_CASE_TEMPLATE("random_k: counts the NaN and Inf of every element type at any length, and "
+                     "no denormal or largest finite value",
+                     T, float, cp::half, cp::bfloat16) {
+    // The largest finite value and the least denormal of T, from their bits.
+    const auto of_bits = [](std::uint32_t f32, std::uint16_t f16, std::uint16_t bf16) {
+      if constexpr (std::is_same_v<T, float>)
+        return std::bit_cast<float>(f32);
+      else if constexpr (std::is_same_v<T, cp::half>)
+        return cp::half{f16};
+      else
+        return cp::bfloat16{bf16};
+    };
+    const T largest = of_bits(0x7f7fffffu, 0x7bff, 0x7f7f);
+    const T denormal = of_bits(1u, 1, 1);
+    for (std::size_t n : {1u, 15u, 100u, 4099u}) {
+      std::vector<T> x(n, cp::from_float<T>(-1.5f));
+      for (std::size_t i = 0; i < n; ++i) {
+        if (i % 7 == 1)
+          x[i] = denormal;
+        if (i % 11 == 2)
+          x[i] = largest;
+        if (i % 97 == 3)
+          x[i] = cp::from_float<T>(std::numeric_limits<float>::quiet_NaN());
+        if (i % 89 == 5)
+          x[i] = cp::from_float<T>(-std::numeric_limits<float>::infinity());
+      }
+      x[n - 1] = cp::from_float<T>(std::numeric_limits<float>::infinity()); // past every vector
+      std::size_t want = 0;
+      for (const T v : x)
+        want += std::isfinite(cp::to_float(v)) ? 0u : 1u;
+      CAPTURE(n);
+      for (const cp::random_k& c : {cp::random_k{.count = 1}, cp::random_k{.fraction = 0.1f}}) {
+        std::vector<std::byte> p(cp::max_payload_bytes(c, n));
+        CHECK(cp::encode(cp::cpu::seq, c, {}, std::span<const T>(x), std::span(p)).nonfinite ==
+              want);
+      }
+    }
   }
 
   TEST_CASE("random_k: strata and picks stay exact beyond 2^32 elements") {
