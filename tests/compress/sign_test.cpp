@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "commpress/backend/cpu/par.hpp"
@@ -164,6 +165,32 @@ TEST_SUITE("compress") {
         for (std::size_t i = 0; i < n; ++i)
           wrong += y[i] == cp::from_float<T>(xf[i] < 0.0f ? -s : s) ? 0u : 1u;
         CHECK(wrong == 0);
+      }
+    }
+  }
+
+  TEST_CASE_TEMPLATE("sign: a 16-bit output holds from_float of each fp32 decoded value, for "
+                     "groups at every offset, a NaN group and values beyond fp16's range",
+                     T, cp::half, cp::bfloat16) {
+    const std::size_t n = 3 * 1000 + 13;
+    std::vector<float> x = sample(n, 6);
+    for (std::size_t i = 1000; i < 2000; ++i)
+      x[i] *= 1e5f; // scales near 6e5: infinite as fp16
+    x[2500] = std::numeric_limits<float>::quiet_NaN();
+    for (std::uint32_t block : {7u, 13u, 40u, 1000u}) {
+      for (cp::sign_scale sc : {cp::sign_scale::mean_abs, cp::sign_scale::rms}) {
+        const cp::sign c{.granularity = cp::sign_granularity::block, .block = block, .scale = sc};
+        CAPTURE(block);
+        const auto p = encode_vec(c, x, {.on_nonfinite = cp::nonfinite_policy::propagate});
+        const auto want = decode_vec(c, p, n);
+        std::vector<T> y(n);
+        cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), std::span(y));
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < n; ++i)
+          wrong += y[i].bits == cp::from_float<T>(want[i]).bits ? 0u : 1u;
+        CHECK(wrong == 0);
+        CHECK(std::isnan(cp::to_float(y[2500])));
+        CHECK(std::isinf(cp::to_float(y[1500])) == std::is_same_v<T, cp::half>);
       }
     }
   }

@@ -96,18 +96,18 @@ template <> struct codec_impl<sign, cpu::seq_t> {
     for (std::uint64_t g = first / len; g * len < last; ++g) {
       const float s = cpu::detail::load_word<float>(body + 4 * g);
       // decode_value of either bit: the positive value's bits with `flip` xored in for bit 1
-      // (the sign bit, or nothing for a NaN scale, whose two values are one canonical NaN).
-      const std::uint32_t positive = float_to_bits(sign::decode_value(0, s));
-      const std::uint32_t flip = positive ^ float_to_bits(sign::decode_value(1, s));
+      // (the sign bit, or nothing for a NaN scale, whose two values are one canonical NaN); as
+      // codes of T for a 16-bit output.
+      std::uint32_t positive = float_to_bits(sign::decode_value(0, s));
+      std::uint32_t flip = positive ^ float_to_bits(sign::decode_value(1, s));
+      if constexpr (!std::is_same_v<T, float>) {
+        const float negative = bits_to_float(positive ^ flip);
+        positive = from_float<T>(bits_to_float(positive)).bits;
+        flip = positive ^ from_float<T>(negative).bits;
+      }
       const std::uint64_t begin = first > g * len ? first : g * len;
       const std::uint64_t end = last < (g + 1) * len ? last : (g + 1) * len;
-      if constexpr (std::is_same_v<T, float>) {
-        cpu::detail::sign_values<Accumulate>(bits, begin, end, positive, flip, weight, out);
-      } else {
-        static_assert(!Accumulate);
-        for (std::uint64_t i = begin; i < end; ++i)
-          out[i] = from_float<T>(bits_to_float(positive ^ (flip & (0u - unpack_one(bits, i, 1)))));
-      }
+      cpu::detail::sign_values<Accumulate>(bits, begin, end, positive, flip, weight, out);
     }
   }
 

@@ -6,6 +6,7 @@
 /// The passes of the sign codec over one group: its sign bits and its canonical sum, and the
 /// values decoded from its bits.
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "commpress/backend/cpu/detail/simd.hpp"
 #include "commpress/core/canonical_sum.hpp"
 #include "commpress/core/config.hpp"
+#include "commpress/core/dtype.hpp"
 #include "commpress/core/math.hpp"
 
 namespace commpress::cpu::detail {
@@ -97,39 +99,52 @@ double sign_group(const T* COMMPRESS_RESTRICT x, std::uint64_t m,
 
 /// The values of the elements [first, last) of one group, bit i of the stream `bits` (LSB
 /// first) standing for element i: the bits of `positive` with `flip` xored in where the bit is
-/// 1 (sign::decode_value of either bit). Into out, or, Accumulate, out[i] = add_rn(out[i],
+/// 1 (sign::decode_value of either bit, in T's encoding: fp32 bits, or the 16-bit code of
+/// from_float<T>). Into out, or, Accumulate (fp32 only), out[i] = add_rn(out[i],
 /// mul_rn(weight, value)) (a NaN product leaves a NaN sum, so one canonicalisation gives those
 /// bits).
-template <bool Accumulate>
+template <bool Accumulate, element T>
 inline void sign_values(const unsigned char* COMMPRESS_RESTRICT bits, std::uint64_t first,
                         std::uint64_t last, std::uint32_t positive, std::uint32_t flip,
-                        float weight, float* COMMPRESS_RESTRICT out) {
+                        float weight, T* COMMPRESS_RESTRICT out) {
   using namespace simd;
   static_assert(lanes % 8 == 0 && lanes <= 32);
-  const auto put = [&](std::uint64_t i, float v) {
-    out[i] =
-        Accumulate ? commpress::detail::add_rn(out[i], commpress::detail::mul_rn(weight, v)) : v;
-  };
-  const auto one = [&](std::uint64_t i) {
+  constexpr bool fp32 = std::same_as<T, float>;
+  static_assert(fp32 || !Accumulate);
+  const auto put = [&](std::uint64_t i) {
     const std::uint32_t bit = (bits[i >> 3] >> (i & 7u)) & 1u;
-    return commpress::detail::bits_to_float(positive ^ (flip & (0u - bit)));
+    const std::uint32_t word = positive ^ (flip & (0u - bit));
+    if constexpr (fp32) {
+      const float v = commpress::detail::bits_to_float(word);
+      out[i] =
+          Accumulate ? commpress::detail::add_rn(out[i], commpress::detail::mul_rn(weight, v)) : v;
+    } else {
+      out[i] = T{static_cast<std::uint16_t>(word)};
+    }
   };
   std::uint64_t i = first;
   for (; i < last && i % 8 != 0; ++i)
-    put(i, one(i));
+    put(i);
   const vu vpositive = splat_u32(positive);
   const vu vflip = splat_u32(flip);
   const vf vweight = splat(weight);
   for (; i + lanes <= last; i += lanes) {
     std::uint32_t b = 0;
     std::memcpy(&b, bits + (i >> 3), lanes / 8);
-    vf v = from_bits(xor_u32(vpositive, select(mask_from_bits(b), vflip, splat_u32(0))));
-    if constexpr (Accumulate)
-      v = canonical_nan(add(load(out + i), mul(vweight, v)));
-    store(out + i, v);
+    // The words are not named: with the portable layer, GCC then copied them through the
+    // stack twice more (bench/README.md, "sign's decode into 16-bit outputs").
+    if constexpr (fp32) {
+      vf v = from_bits(xor_u32(vpositive, select(mask_from_bits(b), vflip, splat_u32(0))));
+      if constexpr (Accumulate)
+        v = canonical_nan(add(load(out + i), mul(vweight, v)));
+      store(out + i, v);
+    } else {
+      store(out + i,
+            narrow_u16(xor_u32(vpositive, select(mask_from_bits(b), vflip, splat_u32(0)))));
+    }
   }
   for (; i < last; ++i)
-    put(i, one(i));
+    put(i);
 }
 
 } // namespace commpress::cpu::detail
