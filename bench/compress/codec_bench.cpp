@@ -250,6 +250,9 @@ int main(int argc, char** argv) {
                                                          .group = 0,
                                                          .range = quant_range::asymmetric});
   to_16_bits("sign_rms_tensor", cp::sign{.scale = cp::sign_scale::rms});
+  to_16_bits("top_k_1pct", cp::top_k{.fraction = 0.01f});
+  to_16_bits("top_k_chunk64_2", cp::top_k{.count = 2, .row_length = 64});
+  to_16_bits("random_k_1pct", cp::random_k{.fraction = 0.01f});
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv))
     return 1;

@@ -132,7 +132,7 @@ inline void sign_values(const unsigned char* COMMPRESS_RESTRICT bits, std::uint6
     std::uint32_t b = 0;
     std::memcpy(&b, bits + (i >> 3), lanes / 8);
     // The words are not named: with the portable layer, GCC then copied them through the
-    // stack twice more (bench/README.md, "sign's decode into 16-bit outputs").
+    // stack twice more (bench/README.md, "top_k and sign's decode with 16-bit tensors").
     if constexpr (fp32) {
       vf v = from_bits(xor_u32(vpositive, select(mask_from_bits(b), vflip, splat_u32(0))));
       if constexpr (Accumulate)
