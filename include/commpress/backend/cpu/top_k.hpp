@@ -8,14 +8,13 @@
 /// Per row: the keys go into the workspace, std::nth_element finds the k-th largest key t, and
 /// one ordered pass keeps every key > t and the first (k - #keys > t) keys == t by index, which
 /// is the tie rule of compress/top_k.hpp. O(d) per row. Rows of at least
-/// cpu::detail::sampled_top_k_min_row elements (of any element type) first try the
-/// sampled-threshold method of
-/// detail/top_k_select.hpp, which selects the same set, so writes the same bytes, in one
-/// streaming pass, which also writes a bitmap index 16 bits at a time. Rows shorter than that
-/// with few kept elements (chunked top-k: 2 of every 64) take top_k_small of the same file, two
-/// vector passes with the k best keys of each lane in registers, which also selects the same
-/// set. Either way only the kept elements are written: the bitmap is cleared up front and the
-/// in-place roundtrip clears the rest of the row in bulk.
+/// cpu::detail::sampled_top_k_min_row elements, of any element type, first try the
+/// sampled-threshold method of detail/top_k_select.hpp, which selects the same set, so writes
+/// the same bytes, in one streaming pass, which also writes a bitmap index 16 bits at a time.
+/// Rows shorter than that with few kept elements (chunked top-k: 2 of every 64) take
+/// top_k_small of the same file, two vector passes with the k best keys of each lane in
+/// registers, which also selects the same set. Either way only the kept elements are written: the
+/// bitmap is cleared up front and the in-place roundtrip clears the rest of the row in bulk.
 ///
 /// Quantized values: the selection writes every row's kept values as fp32 into the workspace,
 /// then the quantize group pipeline (detail/quantize_groups.hpp) encodes them as one dense
@@ -209,7 +208,7 @@ private:
   /// apply (short rows, k = 0 or d) or declined; the caller then runs select_row. With a
   /// `bitmap`, it is written in full; with fp32 `values`, the kept values go straight there
   /// (see top_k_sampled).
-  template <class T>
+  template <element T>
   static cpu::detail::sampled_top_k sampled_row(const T* row, std::uint64_t d, std::uint64_t k,
                                                 nonfinite_policy policy, std::uint32_t* keys,
                                                 std::size_t& bad, unsigned char* bitmap = nullptr,
@@ -230,7 +229,7 @@ private:
   }
 
   /// The row as fp32: itself, or fp16/bf16 input converted into the workspace's key array.
-  template <class T>
+  template <element T>
   static const float* fp32_row(const T* p, std::uint64_t d, std::span<std::byte> ws) {
     if constexpr (std::is_same_v<T, float>) {
       return p;
