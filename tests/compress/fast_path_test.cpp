@@ -315,6 +315,43 @@ TEST_SUITE("compress") {
     }
   }
 
+  TEST_CASE("quantize: a large fp16 or bf16 output, streamed, holds from_float of the fp32 "
+            "decode on a cache line and off one, under seq and par") {
+    // 16-bit outputs above cpu::detail::streaming_store_min_bytes, with a short last window;
+    // groups of 80 end a run of 64 early in every group.
+    const std::size_t n = cp::cpu::detail::streaming_store_min_bytes / 2 + 3 * 1024 + 40;
+    const cp::quantize q{.bits = 4, .granularity = cp::scale_granularity::block, .group = 80};
+    const auto payload = encode_all(q, {}, sample(n, 6));
+    std::vector<float> y(n);
+    cp::decode(cp::cpu::seq, q, payload, std::span(y));
+    const auto in = [&]<class T>(T guard) {
+      CAPTURE(sizeof(T));
+      constexpr std::size_t line = 64 / sizeof(T);
+      std::vector<T> buffer(n + 2 * line);
+      T* aligned = buffer.data();
+      while (reinterpret_cast<std::uintptr_t>(aligned) % 64 != 0)
+        ++aligned;
+      const auto is_guard = [&](T v) { return std::memcmp(&v, &guard, sizeof(T)) == 0; };
+      for (std::size_t lead : {std::size_t{0}, std::size_t{1}, line - 1}) {
+        CAPTURE(lead);
+        const std::span<T> out(aligned + (line - lead) % line, n);
+        std::fill(buffer.begin(), buffer.end(), guard);
+        if (lead == 0)
+          cp::decode(cp::cpu::seq, q, payload, out);
+        else
+          cp::decode(cp::cpu::par_t{.threads = 2, .grain = 1000}, q, payload, out);
+        std::size_t mismatches = 0;
+        for (std::size_t i = 0; i < n; ++i)
+          mismatches += out[i].bits != cp::from_float<T>(y[i]).bits ? 1u : 0u;
+        CHECK(mismatches == 0);
+        CHECK(std::all_of(buffer.data(), out.data(), is_guard));
+        CHECK(std::all_of(out.data() + n, buffer.data() + buffer.size(), is_guard));
+      }
+    };
+    in(cp::from_float<cp::half>(42.0f));
+    in(cp::from_float<cp::bfloat16>(42.0f));
+  }
+
   TEST_CASE("top_k: long rows keep the k largest magnitudes, lower index first on ties, for "
             "heavy ties, many zeros, skewed halves and NaN/Inf") {
     const std::size_t n = std::size_t{1} << 18; // above sampled_top_k_min_row

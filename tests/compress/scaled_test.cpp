@@ -422,6 +422,91 @@ TEST_SUITE("compress") {
     large("qsgd8", cp::qsgd<8>{});
   }
 
+  TEST_CASE_TEMPLATE("streamed_runs: runs at every offset in a cache line, continuing or not, "
+                     "write from_float of each value and nothing else",
+                     T, float, cp::half, cp::bfloat16) {
+    constexpr std::size_t line = 64 / sizeof(T); // elements per cache line
+    // Run starts (in elements, from the output's start): contiguous ones, a gap of one line, a
+    // single run after a gap, and a last one.
+    const std::size_t starts[] = {0, 64, 128, 192 + line, 256 + line, 384 + line, 448 + line};
+    const std::size_t n = 512 + line;
+    std::vector<float> values(n);
+    for (std::size_t i = 0; i < n; ++i)
+      values[i] = static_cast<float>(i) * 0.37f - 50.0f;
+    values[70] = std::numeric_limits<float>::quiet_NaN();
+    values[200 + line] = 1e30f; // infinite as fp16, finite as bf16
+    std::vector<T> buffer(n + 3 * line);
+    T* aligned = buffer.data();
+    while (reinterpret_cast<std::uintptr_t>(aligned) % 64 != 0)
+      ++aligned;
+    const T guard = cp::from_float<T>(42.0f);
+    for (std::size_t lead = 0; lead < line; ++lead) {
+      CAPTURE(lead);
+      T* const out = aligned + (line - lead) % line; // lead elements before the next line
+      std::fill(buffer.begin(), buffer.end(), guard);
+      cp::cpu::detail::streamed_runs<T> runs(out, 0);
+      CHECK(runs.on_line() == (lead == 0));
+      std::vector<bool> written(n, false);
+      for (std::size_t s : starts) {
+        runs.put_64(s, values.data() + s);
+        std::fill(written.begin() + static_cast<std::ptrdiff_t>(s),
+                  written.begin() + static_cast<std::ptrdiff_t>(s + 64), true);
+      }
+      runs.finish();
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const T want = written[i] ? cp::from_float<T>(values[i]) : guard;
+        wrong += std::memcmp(&out[i], &want, sizeof(T)) != 0;
+      }
+      CHECK(wrong == 0);
+      CHECK(std::all_of(buffer.data(), out,
+                        [&](T v) { return std::memcmp(&v, &guard, sizeof(T)) == 0; }));
+      CHECK(std::all_of(out + n, buffer.data() + buffer.size(),
+                        [&](T v) { return std::memcmp(&v, &guard, sizeof(T)) == 0; }));
+    }
+  }
+
+  TEST_CASE("scaled: a large fp16 or bf16 output, streamed, holds from_float of the fp32 decode "
+            "on a cache line and off one, under seq and par") {
+    const std::size_t n = cp::cpu::detail::streaming_store_min_bytes / 2 + 77;
+    const auto check = [&](const char* name, const auto& c) {
+      CAPTURE(name);
+      const auto p = encode_vec(cp::cpu::seq, c, sample(n, 9));
+      const auto y = decode_vec(cp::cpu::seq, c, p, n);
+      const auto in = [&]<class T>(T guard) {
+        CAPTURE(sizeof(T));
+        constexpr std::size_t line = 64 / sizeof(T);
+        std::vector<T> want(n);
+        for (std::size_t i = 0; i < n; ++i)
+          want[i] = cp::from_float<T>(y[i]);
+        std::vector<T> buffer(n + 2 * line);
+        T* aligned = buffer.data();
+        while (reinterpret_cast<std::uintptr_t>(aligned) % 64 != 0)
+          ++aligned;
+        const auto is_guard = [&](T v) { return std::memcmp(&v, &guard, sizeof(T)) == 0; };
+        // On a line under seq; one element and a line less one before a line under par, whose
+        // ranges each have a first and a last run of their own.
+        for (std::size_t lead : {std::size_t{0}, std::size_t{1}, line - 1}) {
+          CAPTURE(lead);
+          const std::span<T> out(aligned + (line - lead) % line, n);
+          std::fill(buffer.begin(), buffer.end(), guard);
+          if (lead == 0)
+            cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), out);
+          else
+            cp::decode(cp::cpu::par_t{.threads = 2, .grain = 1000}, c,
+                       std::span<const std::byte>(p), out);
+          CHECK(std::memcmp(out.data(), want.data(), sizeof(T) * n) == 0);
+          CHECK(std::all_of(buffer.data(), out.data(), is_guard));
+          CHECK(std::all_of(out.data() + n, buffer.data() + buffer.size(), is_guard));
+        }
+      };
+      in(cp::from_float<cp::half>(42.0f));
+      in(cp::from_float<cp::bfloat16>(42.0f));
+    };
+    check("mxfp4", cp::mxfp4{});
+    check("qsgd8", cp::qsgd<8>{}); // byte codes: in runs of 64 only where streamed
+  }
+
   TEST_CASE("scaled: roundtrip is decode(encode(x))") {
     for_each_scaled_config([&](const auto& c) {
       std::vector<float> x = sample(300, 11, true);

@@ -16,7 +16,7 @@
 /// The element loops run on the vector layer where they can, with the same operations as the
 /// codec's scalar members: fp32 group statistics; minifloat codes (groups of 16 or 32 several to
 /// a call) and the stochastic codes of stochastic_lanes, 64 at a time; and the decode of codes
-/// narrower than a byte or of minifloat codes, 64 at a time (byte codes too, where a large fp32
+/// narrower than a byte or of minifloat codes, 64 at a time (byte codes too, where a large
 /// output is streamed: detail/streamed_runs.hpp). A one-byte scale's encoders and decoders come
 /// from a table of all 256 where a range has many groups.
 ///
@@ -553,7 +553,7 @@ COMMPRESS_FORCEINLINE void for_each_value(const C& c, const layout<C, const unsi
 
 /// Elements [first, last) of the decoded body (first a multiple of 8): out = value, or
 /// out += weight * value when Accumulate (each operation rounded once, a NaN canonical). The
-/// fp32 output of a large tensor is written in runs of 64 with non-temporal stores, wherever it
+/// output of a large tensor is written in runs of 64 with non-temporal stores, wherever it
 /// starts relative to a cache line (detail/streamed_runs.hpp).
 template <bool Accumulate, class C, class T>
 void decode_range(const C& c, const layout<C, const unsigned char>& l, std::uint64_t first,
@@ -564,18 +564,18 @@ void decode_range(const C& c, const layout<C, const unsigned char>& l, std::uint
     else
       out[i] = from_float<T>(v);
   };
+  // Decided on the whole tensor, so every range of a cpu::par decode chooses alike.
+  if (!Accumulate && sizeof(T) * l.n >= streaming_store_min_bytes &&
+      reinterpret_cast<std::uintptr_t>(out) % sizeof(T) == 0) {
+    streamed_runs<T> runs(out, first);
+    for_each_value(
+        c, l, first, last, put,
+        [&](std::uint64_t i, const float* values) { runs.put_64(i, values); },
+        /*byte_codes_in_runs=*/true);
+    runs.finish();
+    return;
+  }
   if constexpr (std::same_as<T, float>) {
-    // Decided on the whole tensor, so every range of a cpu::par decode chooses alike.
-    if (!Accumulate && 4 * l.n >= streaming_store_min_bytes &&
-        reinterpret_cast<std::uintptr_t>(out) % 4 == 0) {
-      streamed_runs runs(out, first);
-      for_each_value(
-          c, l, first, last, put,
-          [&](std::uint64_t i, const float* values) { runs.put_64(i, values); },
-          /*byte_codes_in_runs=*/true);
-      runs.finish();
-      return;
-    }
     for_each_value(c, l, first, last, put, [&](std::uint64_t i, const float* values) {
       if constexpr (!Accumulate) {
         std::copy_n(values, 64, out + i);

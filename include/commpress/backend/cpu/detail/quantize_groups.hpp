@@ -258,7 +258,7 @@ void encode_runs(const float* x, std::size_t n, const code_run* runs, std::size_
 /// `stream` (off a cache line), the rest with plain stores.
 template <unsigned B, bool Asym, decode_mode Mode>
 void decode_run_staged(const unsigned char* in, std::size_t m, unsigned b, quantize::record rec,
-                       float* out, std::size_t begin, streamed_runs& stream) {
+                       float* out, std::size_t begin, streamed_runs<float>& stream) {
   std::size_t k = 0;
   for (; k + 64 <= m; k += 64) {
     alignas(64) float values[64];
@@ -276,7 +276,7 @@ void decode_run_staged(const unsigned char* in, std::size_t m, unsigned b, quant
 template <unsigned B, bool Asym, bool Accumulate>
 void decode_runs(const unsigned char* codes, unsigned bits, const value_run* runs,
                  std::size_t count, float* out, std::size_t n, float weight,
-                 streamed_runs* stream) {
+                 streamed_runs<float>* stream) {
   const unsigned b = simd::width<B>(bits);
   const bool staged = stream != nullptr && !stream->on_line();
   for (std::size_t r = 0; r < count; ++r) {
@@ -455,7 +455,7 @@ inline encode_kernel encode_kernel_for(const config& c) {
 }
 
 using decode_kernel = void (*)(const unsigned char*, unsigned, const value_run*, std::size_t,
-                               float*, std::size_t, float, streamed_runs*);
+                               float*, std::size_t, float, streamed_runs<float>*);
 template <bool Accumulate> decode_kernel decode_kernel_for(const config& c) {
   return with_width(c.bits, [&](auto w) -> decode_kernel {
     constexpr unsigned B = decltype(w)::value;
@@ -745,7 +745,7 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
     if (!column && (c.len % 8 == 0 || c.len == n)) {
       const decode_kernel kernel = decode_kernel_for<Accumulate>(c);
       // A large output is streamed where its runs start a multiple of 16 floats apart.
-      std::optional<streamed_runs> stream;
+      std::optional<streamed_runs<float>> stream;
       if (!Accumulate && 4 * n >= streaming_store_min_bytes &&
           reinterpret_cast<std::uintptr_t>(out) % 4 == 0 &&
           (c.len == n || (c.len % 16 == 0 && first % 16 == 0)))
@@ -765,12 +765,17 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
     }
   } else if (!column && (c.len % 8 == 0 || c.len == n)) {
     // A 16-bit output: the fp32 kernels decode a window at a time into a buffer, whose values
-    // store_elements_64 converts as from_float does. The window's runs count from its first
-    // element (a multiple of 8), and its codes from that element's byte.
+    // store_elements_64 converts as from_float does (through `stream` for a large output: its
+    // runs all start a multiple of 64 elements from `first`). The window's runs count from its
+    // first element (a multiple of 8), and its codes from that element's byte.
     static_assert(!Accumulate, "commpress: decode_accumulate adds into fp32");
     const decode_kernel kernel = decode_kernel_for<false>(c);
     constexpr std::size_t window = 1024;
     alignas(64) float values[window];
+    std::optional<streamed_runs<T>> stream;
+    if (sizeof(T) * n >= streaming_store_min_bytes &&
+        reinterpret_cast<std::uintptr_t>(out) % sizeof(T) == 0)
+      stream.emplace(out, first);
     for (std::size_t a = first; a < last; a += window) {
       const std::size_t m = last - a < window ? last - a : window;
       for_each_run<window / 8>(
@@ -783,11 +788,17 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
                         [&](std::size_t i, float v) { values[i - a] = v; });
           });
       std::size_t k = 0;
-      for (; m - k >= 64; k += 64)
-        store_elements_64(out + a + k, values + k);
+      for (; m - k >= 64; k += 64) {
+        if (stream)
+          stream->put_64(a + k, values + k);
+        else
+          store_elements_64(out + a + k, values + k);
+      }
       for (; k < m; ++k)
         out[a + k] = from_float<T>(values[k]);
     }
+    if (stream)
+      stream->finish();
     return;
   }
   decode_each(c, column, body, first, last, put);
