@@ -317,8 +317,8 @@ TEST_SUITE("compress") {
 
   TEST_CASE("quantize: a large fp16 or bf16 output, streamed, holds from_float of the fp32 "
             "decode on a cache line and off one, under seq and par") {
-    // 16-bit outputs above cpu::detail::streaming_store_min_bytes, with a short last window;
-    // groups of 80 end a run of 64 early in every group.
+    // 16-bit outputs above cpu::detail::streaming_store_min_bytes, with a short last window
+    // (its last elements after the last run of 64); groups of 80, so runs of 64 cross groups.
     const std::size_t n = cp::cpu::detail::streaming_store_min_bytes / 2 + 3 * 1024 + 40;
     const cp::quantize q{.bits = 4, .granularity = cp::scale_granularity::block, .group = 80};
     const auto payload = encode_all(q, {}, sample(n, 6));
@@ -336,7 +336,9 @@ TEST_SUITE("compress") {
         CAPTURE(lead);
         const std::span<T> out(aligned + (line - lead) % line, n);
         std::fill(buffer.begin(), buffer.end(), guard);
-        if (lead == 0)
+        // On a line under par; off one under seq (one streamer for the tensor) and par (one
+        // per range, each with a first and a last run of its own).
+        if (lead == 1)
           cp::decode(cp::cpu::seq, q, payload, out);
         else
           cp::decode(cp::cpu::par_t{.threads = 2, .grain = 1000}, q, payload, out);

@@ -484,13 +484,14 @@ TEST_SUITE("compress") {
         while (reinterpret_cast<std::uintptr_t>(aligned) % 64 != 0)
           ++aligned;
         const auto is_guard = [&](T v) { return std::memcmp(&v, &guard, sizeof(T)) == 0; };
-        // On a line under seq; one element and a line less one before a line under par, whose
-        // ranges each have a first and a last run of their own.
+        // On a line under par; one element before a line under seq (one streamer for the
+        // tensor), and a line less one under par (one per range, each with a first and a last
+        // run of its own).
         for (std::size_t lead : {std::size_t{0}, std::size_t{1}, line - 1}) {
           CAPTURE(lead);
           const std::span<T> out(aligned + (line - lead) % line, n);
           std::fill(buffer.begin(), buffer.end(), guard);
-          if (lead == 0)
+          if (lead == 1)
             cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), out);
           else
             cp::decode(cp::cpu::par_t{.threads = 2, .grain = 1000}, c,

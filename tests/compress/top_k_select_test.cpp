@@ -185,9 +185,27 @@ TEST_SUITE("compress") {
           }
         }
         // The row in its element type, and x as its fp32 values, which the select ranks (16-bit
-        // rows have many more ties than fp32 ones).
-        const std::vector<T> row = as_elements<T>(x);
+        // rows have many more ties than fp32 ones). With NaN/Inf, 16-bit rows also get codes
+        // that from_float does not write (NaN payloads, a negative and a signalling NaN), and
+        // subnormals and the largest finite values, in the vector body and in the tail.
+        std::vector<T> row = as_elements<T>(x);
+        if constexpr (!std::is_same_v<T, float>) {
+          const bool bf16 = std::is_same_v<T, cp::bfloat16>;
+          const std::uint16_t codes[] = {
+              static_cast<std::uint16_t>(bf16 ? 0xffc1u : 0xfe01u), // negative NaN, payload
+              static_cast<std::uint16_t>(bf16 ? 0x7f81u : 0x7d00u), // signalling NaN
+              0x0001u,
+              0x8003u,                                              // subnormals
+              static_cast<std::uint16_t>(bf16 ? 0x7f7fu : 0x7bffu), // largest finite
+              static_cast<std::uint16_t>(bf16 ? 0xff7fu : 0xfbffu)};
+          for (std::size_t i = 11; data == 3 && i < d; i += 613)
+            row[i].bits = codes[i % 6];
+          for (std::size_t j = 0; data == 3 && j < 6; ++j)
+            row[d - 1 - j].bits = codes[j];
+        }
         x = widened(row);
+        nonfinite = static_cast<std::size_t>(
+            std::count_if(x.begin(), x.end(), [](float v) { return !std::isfinite(v); }));
         for (std::uint64_t k : {std::uint64_t{1}, std::uint64_t{37}, d / 100, d / 10, d / 5}) {
           for (bool zero_nonfinite : {false, true}) {
             CAPTURE(d);

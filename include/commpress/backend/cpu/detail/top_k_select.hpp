@@ -16,6 +16,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -214,9 +215,9 @@ sampled_top_k top_k_sampled(const T* COMMPRESS_RESTRICT x, std::uint64_t d, std:
     vu nonfinite_lanes = splat_u32(0);
     vu above_lanes = splat_u32(0);
     for (; i + 16 <= d; i += 16) {
-      // By hand, 512 elements ahead: with the candidate stores in the loop, the hardware
-      // prefetcher alone left the pass slower (bench/README.md, "Figures behind the code
-      // comments").
+      // By hand, 512 elements ahead (2 KiB of fp32; 16-bit rows keep the count): with the
+      // candidate stores in the loop, the hardware prefetcher alone left the fp32 pass slower
+      // (bench/README.md, "Figures behind the code comments").
       if (i + 512 < d)
         simd::prefetch(x + i + 512);
       for (std::uint64_t at = i; at < i + 16; at += lanes) {
