@@ -30,6 +30,7 @@
 #include "commpress/codec_ops.hpp"
 #include "commpress/core/canonical_sum.hpp"
 #include "commpress/format/bit_packing.hpp"
+#include "streamed_output_checks.hpp"
 
 namespace cp = commpress;
 
@@ -324,34 +325,12 @@ TEST_SUITE("compress") {
     const auto payload = encode_all(q, {}, sample(n, 6));
     std::vector<float> y(n);
     cp::decode(cp::cpu::seq, q, payload, std::span(y));
-    const auto in = [&]<class T>(T guard) {
-      CAPTURE(sizeof(T));
-      constexpr std::size_t line = 64 / sizeof(T);
-      std::vector<T> buffer(n + 2 * line);
-      T* aligned = buffer.data();
-      while (reinterpret_cast<std::uintptr_t>(aligned) % 64 != 0)
-        ++aligned;
-      const auto is_guard = [&](T v) { return std::memcmp(&v, &guard, sizeof(T)) == 0; };
-      for (std::size_t lead : {std::size_t{0}, std::size_t{1}, line - 1}) {
-        CAPTURE(lead);
-        const std::span<T> out(aligned + (line - lead) % line, n);
-        std::fill(buffer.begin(), buffer.end(), guard);
-        // On a line under par; off one under seq (one streamer for the tensor) and par (one
-        // per range, each with a first and a last run of its own).
-        if (lead == 1)
-          cp::decode(cp::cpu::seq, q, payload, out);
-        else
-          cp::decode(cp::cpu::par_t{.threads = 2, .grain = 1000}, q, payload, out);
-        std::size_t mismatches = 0;
-        for (std::size_t i = 0; i < n; ++i)
-          mismatches += out[i].bits != cp::from_float<T>(y[i]).bits ? 1u : 0u;
-        CHECK(mismatches == 0);
-        CHECK(std::all_of(buffer.data(), out.data(), is_guard));
-        CHECK(std::all_of(out.data() + n, buffer.data() + buffer.size(), is_guard));
-      }
-    };
-    in(cp::from_float<cp::half>(42.0f));
-    in(cp::from_float<cp::bfloat16>(42.0f));
+    commpress::test::check_streamed_16_bit(y, [&](bool seq, auto out) {
+      if (seq)
+        cp::decode(cp::cpu::seq, q, payload, out);
+      else
+        cp::decode(cp::cpu::par_t{.threads = 2, .grain = 1000}, q, payload, out);
+    });
   }
 
   TEST_CASE("top_k: long rows keep the k largest magnitudes, lower index first on ties, for "

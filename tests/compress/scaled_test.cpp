@@ -31,6 +31,7 @@
 #include "commpress/codec_ops.hpp"
 #include "commpress/compress/codec_list.hpp"
 #include "commpress/format/bit_packing.hpp"
+#include "streamed_output_checks.hpp"
 
 namespace cp = commpress;
 
@@ -473,36 +474,13 @@ TEST_SUITE("compress") {
       CAPTURE(name);
       const auto p = encode_vec(cp::cpu::seq, c, sample(n, 9));
       const auto y = decode_vec(cp::cpu::seq, c, p, n);
-      const auto in = [&]<class T>(T guard) {
-        CAPTURE(sizeof(T));
-        constexpr std::size_t line = 64 / sizeof(T);
-        std::vector<T> want(n);
-        for (std::size_t i = 0; i < n; ++i)
-          want[i] = cp::from_float<T>(y[i]);
-        std::vector<T> buffer(n + 2 * line);
-        T* aligned = buffer.data();
-        while (reinterpret_cast<std::uintptr_t>(aligned) % 64 != 0)
-          ++aligned;
-        const auto is_guard = [&](T v) { return std::memcmp(&v, &guard, sizeof(T)) == 0; };
-        // On a line under par; one element before a line under seq (one streamer for the
-        // tensor), and a line less one under par (one per range, each with a first and a last
-        // run of its own).
-        for (std::size_t lead : {std::size_t{0}, std::size_t{1}, line - 1}) {
-          CAPTURE(lead);
-          const std::span<T> out(aligned + (line - lead) % line, n);
-          std::fill(buffer.begin(), buffer.end(), guard);
-          if (lead == 1)
-            cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), out);
-          else
-            cp::decode(cp::cpu::par_t{.threads = 2, .grain = 1000}, c,
-                       std::span<const std::byte>(p), out);
-          CHECK(std::memcmp(out.data(), want.data(), sizeof(T) * n) == 0);
-          CHECK(std::all_of(buffer.data(), out.data(), is_guard));
-          CHECK(std::all_of(out.data() + n, buffer.data() + buffer.size(), is_guard));
-        }
-      };
-      in(cp::from_float<cp::half>(42.0f));
-      in(cp::from_float<cp::bfloat16>(42.0f));
+      commpress::test::check_streamed_16_bit(y, [&](bool seq, auto out) {
+        if (seq)
+          cp::decode(cp::cpu::seq, c, std::span<const std::byte>(p), out);
+        else
+          cp::decode(cp::cpu::par_t{.threads = 2, .grain = 1000}, c, std::span<const std::byte>(p),
+                     out);
+      });
     };
     check("mxfp4", cp::mxfp4{});
     check("qsgd8", cp::qsgd<8>{}); // byte codes: in runs of 64 only where streamed
