@@ -564,9 +564,7 @@ void decode_range(const C& c, const layout<C, const unsigned char>& l, std::uint
     else
       out[i] = from_float<T>(v);
   };
-  // Decided on the whole tensor, so every range of a cpu::par decode chooses alike.
-  if (!Accumulate && sizeof(T) * l.n >= streaming_store_min_bytes &&
-      reinterpret_cast<std::uintptr_t>(out) % sizeof(T) == 0) {
+  if (!Accumulate && streams_output(out, l.n)) {
     streamed_runs<T> runs(out, first);
     for_each_value(
         c, l, first, last, put,

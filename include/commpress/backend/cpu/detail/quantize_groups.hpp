@@ -746,8 +746,7 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
       const decode_kernel kernel = decode_kernel_for<Accumulate>(c);
       // A large output is streamed where its runs start a multiple of 16 floats apart.
       std::optional<streamed_runs<float>> stream;
-      if (!Accumulate && 4 * n >= streaming_store_min_bytes &&
-          reinterpret_cast<std::uintptr_t>(out) % 4 == 0 &&
+      if (!Accumulate && streams_output(out, n) &&
           (c.len == n || (c.len % 16 == 0 && first % 16 == 0)))
         stream.emplace(out, first);
       for_each_run<256>(
@@ -773,8 +772,7 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
     constexpr std::size_t window = 1024;
     alignas(64) float values[window];
     std::optional<streamed_runs<T>> stream;
-    if (sizeof(T) * n >= streaming_store_min_bytes &&
-        reinterpret_cast<std::uintptr_t>(out) % sizeof(T) == 0)
+    if (streams_output(out, n))
       stream.emplace(out, first);
     for (std::size_t a = first; a < last; a += window) {
       const std::size_t m = last - a < window ? last - a : window;

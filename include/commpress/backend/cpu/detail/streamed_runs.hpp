@@ -16,11 +16,20 @@
 #include <limits>
 
 #include "commpress/backend/cpu/detail/element_lanes.hpp"
+#include "commpress/backend/cpu/detail/prefetch.hpp"
 #include "commpress/backend/cpu/detail/simd.hpp"
 #include "commpress/core/config.hpp"
 #include "commpress/core/dtype.hpp"
 
 namespace commpress::cpu::detail {
+
+/// Whether a decode of n elements into out streams its output: it is large enough
+/// (streaming_store_min_bytes) and its elements lie on their own size, as the vector stores
+/// need. Decided on the whole tensor, so every range of a cpu::par decode chooses alike.
+template <element T> bool streams_output(const T* out, std::uint64_t n) {
+  return sizeof(T) * n >= streaming_store_min_bytes &&
+         reinterpret_cast<std::uintptr_t>(out) % sizeof(T) == 0;
+}
 
 /// Writes runs of 64 values at out + i with non-temporal stores, as elements of T (each
 /// from_float<T>(value)), for runs whose i all lie a whole number of cache lines apart (so each
