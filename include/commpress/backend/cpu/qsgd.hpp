@@ -265,8 +265,9 @@ struct bit_reader {
     }
     return long_gamma();
   }
-  /// gamma() for a code longer than the bits at hand.
-  std::uint64_t long_gamma() {
+  /// gamma() for a code longer than the bits at hand. Inlined too, so that a reader kept in
+  /// registers stays there.
+  COMMPRESS_FORCEINLINE std::uint64_t long_gamma() {
     unsigned zeros = 0;
     for (;;) {
       if (held == 0) {
@@ -298,29 +299,31 @@ struct bit_reader {
 
 /// A whole entry, gamma(gap), sign and gamma(level), read from the stream's next
 /// `entry_table_bits` bits by one lookup, where it fits in them: the common case, small gaps and
-/// levels. Each slot packs the entry's bit length (0: it does not fit), the gap, the level and
-/// the sign; gap and level are below 32, since each of their codes is at most 10 bits.
+/// levels. Each slot packs the entry's bit length (0: it does not fit, or its level does not fit
+/// the codes), the gap and the entry's code, (sign << (Bits - 1)) | level; the gap and the level
+/// are below 32, since each of their codes is at most 10 bits.
 inline constexpr unsigned entry_table_bits = 12;
 struct table_entry {
-  static constexpr unsigned length(std::uint16_t e) { return e & 15u; }
-  static constexpr unsigned gap(std::uint16_t e) { return (e >> 4) & 31u; }
-  static constexpr unsigned level(std::uint16_t e) { return (e >> 9) & 31u; }
-  static constexpr unsigned sign(std::uint16_t e) { return e >> 14; }
+  static constexpr unsigned length(std::uint32_t e) { return e & 15u; }
+  static constexpr unsigned gap(std::uint32_t e) { return (e >> 4) & 31u; }
+  static constexpr std::uint32_t code(std::uint32_t e) { return e >> 9; }
 };
-/// The table for entries of up to Bits bits, built on first use. A template, so that only a
-/// translation unit that decodes an Elias body compiles it: as a constant expression, or as an
-/// inline function, it cost every translation unit that includes this header.
-template <unsigned Bits> const std::array<std::uint16_t, std::size_t{1} << Bits>& entry_table() {
-  static_assert(Bits <= 12, "a slot's 5-bit gap and level hold codes of at most 10 bits");
+/// The table for codes of Bits bits, built on first use. A template, so that only a translation
+/// unit that decodes an Elias body compiles it: as a constant expression, or as an inline
+/// function, it cost every translation unit that includes this header.
+template <unsigned Bits>
+const std::array<std::uint32_t, std::size_t{1} << entry_table_bits>& entry_table() {
+  constexpr unsigned table_bits = entry_table_bits;
+  static_assert(table_bits <= 12, "a slot's 5-bit gap and level hold codes of at most 10 bits");
   static const auto table = [] {
-    std::array<std::uint16_t, std::size_t{1} << Bits> t{};
+    std::array<std::uint32_t, std::size_t{1} << table_bits> t{};
     // Reads gamma at bit `at` of b: its value, and `at` moved past it; 0 where it runs past the
     // table's bits.
     const auto gamma_at = [](unsigned b, unsigned& at) -> unsigned {
       unsigned z = 0;
-      while (at + z < Bits && ((b >> (at + z)) & 1u) == 0)
+      while (at + z < table_bits && ((b >> (at + z)) & 1u) == 0)
         ++z;
-      if (at + 2 * z + 1 > Bits)
+      if (at + 2 * z + 1 > table_bits)
         return 0;
       unsigned v = 0;
       for (unsigned k = 0; k <= z; ++k)
@@ -331,14 +334,14 @@ template <unsigned Bits> const std::array<std::uint16_t, std::size_t{1} << Bits>
     for (unsigned b = 0; b < t.size(); ++b) {
       unsigned at = 0;
       const unsigned gap = gamma_at(b, at);
-      if (gap == 0 || at >= Bits)
+      if (gap == 0 || at >= table_bits)
         continue;
       const unsigned sign = (b >> at) & 1u;
       ++at;
       const unsigned level = gamma_at(b, at);
-      if (level == 0)
+      if (level == 0 || level > qsgd<Bits>::max_levels)
         continue;
-      t[b] = static_cast<std::uint16_t>(at | gap << 4 | level << 9 | sign << 14);
+      t[b] = at | gap << 4 | (sign << (Bits - 1) | level) << 9;
     }
     return t;
   }();
@@ -349,9 +352,14 @@ template <unsigned Bits> const std::array<std::uint16_t, std::size_t{1} << Bits>
 /// sink.zeros(first, last, d) for the elements of level 0, sink.value(i, code, d) for the
 /// others, d the group's decoder. Throws errc::corrupt, with nothing handed to the sink after,
 /// where the stream is not one the encoder writes.
+///
+/// The stream is one chain of dependent reads, an entry's position known only once the previous
+/// entry is read, so its speed is that chain's: the reader's state stays in registers (every
+/// read is inlined, so its address never escapes), and one compare per entry finds both the
+/// closing gap and a gap past the group's end.
 template <unsigned Bits, class Sink>
 void read_body(const qsgd<Bits>& c, std::uint64_t n, const unsigned char* body,
-               std::uint64_t body_bytes, Sink&& sink) {
+               std::uint64_t body_bytes, Sink sink) {
   using C = qsgd<Bits>;
   const scaled_kit::layout<C, const unsigned char> l(c, n, body);
   const std::uint64_t stream_at = scaled::codes_offset(c, n);
@@ -359,56 +367,57 @@ void read_body(const qsgd<Bits>& c, std::uint64_t n, const unsigned char* body,
     bit_reader::refuse("the body ends inside the group norms");
   const unsigned char* stream = l.codes(c);
   bit_reader r{stream, stream, stream + (body_bytes - stream_at)};
-  const std::uint16_t* const entries = entry_table<entry_table_bits>().data();
+  const std::uint32_t* const entries = entry_table<Bits>().data();
   constexpr std::uint64_t table_mask = (std::uint64_t{1} << entry_table_bits) - 1u;
+  const std::uint32_t levels = c.levels;
   const auto gap_past_end = [](std::uint64_t g) {
     bit_reader::refuse("a gap past the end of group " + std::to_string(g));
   };
-  const auto level_above_s = [&](std::uint64_t g) {
-    bit_reader::refuse("a level above s = " + std::to_string(c.levels) + " in group " +
+  const auto level_above_s = [levels](std::uint64_t g) {
+    bit_reader::refuse("a level above s = " + std::to_string(levels) + " in group " +
                        std::to_string(g));
   };
   for (std::uint64_t g = 0; g < scaled::n_groups(c, n); ++g) {
     const std::uint64_t first = g * l.length;
-    const std::uint64_t m = std::min(n, first + l.length) - first;
+    const std::uint64_t close = std::min(n, first + l.length) - first + 1; // the closing position
     const typename C::decoder d = c.make_decoder(l.load_scale(g), no_tensor_scale{});
-    std::uint64_t previous = 0; // position of the last nonzero level, from 1
+    std::uint64_t at = 0; // position of the last nonzero level, counted from 1
     for (;;) {
       if (r.held < entry_table_bits)
         r.refill();
-      const std::uint16_t e = entries[r.pending & table_mask];
+      const std::uint32_t e = entries[r.pending & table_mask];
       const unsigned length = table_entry::length(e);
       std::uint64_t gap = 0;
-      std::uint32_t sign = 0;
-      std::uint64_t level = 0;
-      if (length != 0 && length <= r.held) {
+      std::uint32_t code = 0;
+      if (length - 1u < r.held) { // a whole entry in the table (length 0 wraps around)
         gap = table_entry::gap(e);
-        if (gap > m + 1 - previous)
-          gap_past_end(g);
-        if (previous + gap == m + 1) { // the closing gap: the bits after it are the next group's
-          r.skip(static_cast<unsigned>(elias_gamma_bits(gap)));
-        } else {
+        if (gap < close - at) {
           r.skip(length);
-          sign = table_entry::sign(e);
-          level = table_entry::level(e);
+          code = table_entry::code(e);
+        } else { // the closing gap, or one past it: the bits after it are the next group's
+          if (gap > close - at)
+            gap_past_end(g);
+          r.skip(static_cast<unsigned>(elias_gamma_bits(gap)));
         }
       } else {
         gap = r.gamma();
-        if (gap > m + 1 - previous)
+        if (gap > close - at)
           gap_past_end(g);
-        if (previous + gap != m + 1) {
-          sign = static_cast<std::uint32_t>(r.get(1));
-          level = r.gamma();
+        if (gap < close - at) {
+          const std::uint64_t sign = r.get(1);
+          const std::uint64_t level = r.gamma();
+          if (level > levels)
+            level_above_s(g);
+          code = static_cast<std::uint32_t>(sign << (Bits - 1) | level);
         }
       }
-      const std::uint64_t position = previous + gap;
-      sink.zeros(first + previous, first + position - 1, d);
-      if (position == m + 1)
+      sink.zeros(first + at, first + at + gap - 1, d);
+      at += gap;
+      if (at == close)
         break;
-      if (level > c.levels)
+      if ((code & C::max_levels) > levels)
         level_above_s(g);
-      sink.value(first + position - 1, sign << (Bits - 1) | static_cast<std::uint32_t>(level), d);
-      previous = position;
+      sink.value(first + at - 1, code, d);
     }
   }
   const std::uint64_t bits = r.bits_read();
@@ -432,27 +441,29 @@ void decode(const qsgd<Bits>& c, std::uint64_t body_bytes, const unsigned char* 
     void value(std::uint64_t, std::uint32_t, float) const {}
   };
   read_body(c, n, body, body_bytes, validate_only{});
-  T* o = out.data();
-  const auto store = [&](std::uint64_t i, float v) {
-    if constexpr (Accumulate) {
-      o[i] = commpress::detail::add_rn(o[i], commpress::detail::mul_rn(weight, v));
-    } else {
-      o[i] = from_float<T>(v);
-    }
-  };
+  // The writer holds its pointer and configuration by value: a sink reached through references
+  // would reload them after each store.
   struct writer {
-    const qsgd<Bits>& c;
-    decltype(store)& put;
-    void zeros(std::uint64_t a, std::uint64_t b, float d) const {
+    qsgd<Bits> c;
+    T* out;
+    float weight;
+    COMMPRESS_FORCEINLINE void put(std::uint64_t i, float v) const {
+      if constexpr (Accumulate) {
+        out[i] = commpress::detail::add_rn(out[i], commpress::detail::mul_rn(weight, v));
+      } else {
+        out[i] = from_float<T>(v);
+      }
+    }
+    COMMPRESS_FORCEINLINE void zeros(std::uint64_t a, std::uint64_t b, float d) const {
       const float z = c.decode_value(0, d);
       for (std::uint64_t i = a; i < b; ++i)
         put(i, z);
     }
-    void value(std::uint64_t i, std::uint32_t code, float d) const {
+    COMMPRESS_FORCEINLINE void value(std::uint64_t i, std::uint32_t code, float d) const {
       put(i, c.decode_value(code, d));
     }
   };
-  read_body(c, n, body, body_bytes, writer{c, store});
+  read_body(c, n, body, body_bytes, writer{c, out.data(), weight});
 }
 
 } // namespace cpu::detail::qsgd_elias
