@@ -198,6 +198,11 @@ int main(int argc, char** argv) {
       cp::random_k{.fraction = 1.0f / 32,
                    .value_quantizer = {.bits = 2, .group = 64, .range = quant_range::asymmetric}});
   register_codec("sign_rms_tensor", cp::sign{.scale = cp::sign_scale::rms});
+  // a scale per block: blocks of 128 start on a byte, blocks of 100 on every fourth bit
+  register_codec("sign_block128",
+                 cp::sign{.granularity = cp::sign_granularity::block, .block = 128});
+  register_codec("sign_block100",
+                 cp::sign{.granularity = cp::sign_granularity::block, .block = 100});
   register_codec("fp8_e4m3_block128", cp::fp8{});
   register_codec("fp8_e5m2_tensor", cp::fp8{.format = cp::minifloat::e5m2,
                                             .granularity = cp::scale_granularity::tensor,

@@ -38,7 +38,6 @@
 #include "commpress/backend/cpu/detail/element_io.hpp"
 #include "commpress/backend/cpu/detail/parallel.hpp"
 #include "commpress/backend/cpu/detail/quantize_groups.hpp"
-#include "commpress/backend/cpu/detail/sign_kernels.hpp"
 #include "commpress/backend/cpu/identity.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/backend/cpu/quantize.hpp"
@@ -164,7 +163,7 @@ template <> struct codec_impl<sign, cpu::par_t> {
       return encode_single(p, c, ctx, in, body);
     return cpu::detail::parallel_sum(p, c.groups(n), cpu::detail::group_step(p, c.group_length(n)),
                                      [&](std::uint64_t g0, std::uint64_t g1) {
-                                       return encode_groups(c, ctx, in, body, g0, g1);
+                                       return seq::encode_groups(c, ctx, in, body, g0, g1);
                                      });
   }
 
@@ -232,64 +231,6 @@ template <> struct codec_impl<sign, cpu::par_t> {
   }
 
 private:
-  /// cpu::detail::sign_group for c's scale and ctx's policy: writes the bits of m elements from
-  /// `bits` and returns the canonical chunked sum of their terms.
-  template <element T>
-  static double sum_and_bits(const sign& c, const context& ctx, const T* x, std::uint64_t m,
-                             unsigned char* bits, std::size_t& bad) {
-    using cpu::detail::sign_group;
-    const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
-    if (c.scale == sign_scale::rms)
-      return zero ? sign_group<true, true>(x, m, bits, bad)
-                  : sign_group<true, false>(x, m, bits, bad);
-    return zero ? sign_group<false, true>(x, m, bits, bad)
-                : sign_group<false, false>(x, m, bits, bad);
-  }
-
-  /// Packs the bits of elements [first, last), first a multiple of 8.
-  template <element T>
-  static void pack_bits(const context& ctx, std::span<const T> in, std::uint64_t first,
-                        std::uint64_t last, unsigned char* bits) {
-    std::size_t recount = 0; // counted with the scales
-    for (std::uint64_t i = first; i < last; i += 8) {
-      const unsigned cnt = last - i < 8 ? static_cast<unsigned>(last - i) : 8u;
-      std::uint32_t codes[8];
-      for (unsigned j = 0; j < cnt; ++j)
-        codes[j] = sign::encode_bit(screen(to_float(in[i + j]), ctx.on_nonfinite, recount));
-      pack_group(codes, cnt, 1, bits + i / 8);
-    }
-  }
-
-  /// Scales and bits of groups [g0, g1), g0 a multiple of 8 so their bits start on a byte:
-  /// seq's loops restricted to those groups.
-  template <element T>
-  static std::size_t encode_groups(const sign& c, const context& ctx, std::span<const T> in,
-                                   unsigned char* body, std::uint64_t g0, std::uint64_t g1) {
-    const std::uint64_t n = in.size();
-    const std::uint64_t len = c.group_length(n);
-    unsigned char* bits = body + 4 * c.groups(n);
-    std::size_t bad = 0;
-    if (len % 8 == 0) {
-      for (std::uint64_t g = g0; g < g1; ++g) {
-        const std::uint64_t first = g * len;
-        const std::uint64_t m = n - first < len ? n - first : len;
-        const double sum = sum_and_bits(c, ctx, in.data() + first, m, bits + first / 8, bad);
-        cpu::detail::store_word<float>(body + 4 * g, c.scale_from_sum(sum, m));
-      }
-      return bad;
-    }
-    for (std::uint64_t g = g0; g < g1; ++g) {
-      const std::uint64_t first = g * len;
-      const std::uint64_t m = n - first < len ? n - first : len;
-      const float s = seq::group_scale(c, m, [&](std::uint64_t i) {
-        return screen(to_float(in[first + i]), ctx.on_nonfinite, bad);
-      });
-      cpu::detail::store_word<float>(body + 4 * g, s);
-    }
-    pack_bits(ctx, in, g0 * len, std::min(g1 * len, n), bits);
-    return bad;
-  }
-
   /// One group over the whole tensor: its chunks' sums and bits on p's threads.
   template <element T>
   static std::size_t encode_single(const cpu::par_t& p, const sign& c, const context& ctx,
@@ -300,7 +241,7 @@ private:
     const double sum = cpu::detail::parallel_canonical_chunked_sum(
         p, n, bad, [&](std::uint64_t first, std::uint64_t m, std::size_t& count) {
           // One chunk: sign_group's outer sum is that chunk's canonical sum.
-          return sum_and_bits(c, ctx, in.data() + first, m, bits + first / 8, count);
+          return seq::sum_and_bits(c, ctx, in.data() + first, m, bits + first / 8, 0, count);
         });
     cpu::detail::store_word<float>(body, c.scale_from_sum(sum, n));
     return bad;

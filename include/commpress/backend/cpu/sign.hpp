@@ -5,9 +5,9 @@
 /// @file
 /// CPU implementation of the sign codec.
 ///
-/// Groups whose bits start on a byte (block % 8 == 0, or one group) run in one pass
-/// (detail/sign_kernels.hpp, sign_group), for every element type: the bits do not depend on the
-/// scale, so the scale's canonical sum and the bits come from the same read of x.
+/// Encode takes each group in one pass (detail/sign_kernels.hpp, sign_group), for every element
+/// type and block length: the bits do not depend on the scale, so the scale's canonical sum and
+/// the bits come from the same read of x.
 
 #include <cstddef>
 #include <cstdint>
@@ -39,49 +39,46 @@ template <> struct codec_impl<sign, cpu::seq_t> {
         canonical_chunked_sum(m, [&](std::uint64_t i) { return c.scale_term(load(i)); }), m);
   }
 
+  /// cpu::detail::sign_group for c's scale and ctx's policy: writes the bits of m elements from
+  /// bit `bit_offset` of `bits` and returns the canonical chunked sum of their terms.
+  template <element T>
+  static double sum_and_bits(const sign& c, const context& ctx, const T* x, std::uint64_t m,
+                             unsigned char* bits, unsigned bit_offset, std::size_t& bad,
+                             cpu::detail::prefetch_stream ahead = {}) {
+    using cpu::detail::sign_group;
+    const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
+    if (c.scale == sign_scale::rms)
+      return zero ? sign_group<true, true>(x, m, bits, bit_offset, bad, ahead)
+                  : sign_group<true, false>(x, m, bits, bit_offset, bad, ahead);
+    return zero ? sign_group<false, true>(x, m, bits, bit_offset, bad, ahead)
+                : sign_group<false, false>(x, m, bits, bit_offset, bad, ahead);
+  }
+
+  /// Scales and bits of groups [g0, g1), in order: a group that does not start on a byte
+  /// continues the previous group's last byte. g0's first element is a multiple of 8, so ranges
+  /// of groups encode independently (cpu::par).
+  template <element T>
+  static std::size_t encode_groups(const sign& c, const context& ctx, std::span<const T> in,
+                                   unsigned char* body, std::uint64_t g0, std::uint64_t g1) {
+    const std::uint64_t n = in.size();
+    const std::uint64_t len = c.group_length(n);
+    unsigned char* bits = body + 4 * c.groups(n);
+    std::size_t bad = 0;
+    for (std::uint64_t g = g0; g < g1; ++g) {
+      const std::uint64_t first = g * len;
+      const std::uint64_t m = n - first < len ? n - first : len;
+      const double sum = sum_and_bits(c, ctx, in.data() + first, m, bits + first / 8,
+                                      static_cast<unsigned>(first % 8), bad,
+                                      cpu::detail::ahead_of(in.data(), first, n));
+      cpu::detail::store_word<float>(body + 4 * g, c.scale_from_sum(sum, m));
+    }
+    return bad;
+  }
+
   template <element T>
   static std::size_t encode_body(const cpu::seq_t&, const sign& c, const context& ctx,
                                  std::span<const T> in, unsigned char* body, std::span<std::byte>) {
-    const std::uint64_t n = in.size();
-    const std::uint64_t len = c.group_length(n);
-    const std::uint64_t groups = c.groups(n);
-    std::size_t bad = 0;
-    if (len % 8 == 0 || groups == 1) {
-      const bool zero = ctx.on_nonfinite == nonfinite_policy::zero_and_count;
-      const bool rms = c.scale == sign_scale::rms;
-      for (std::uint64_t g = 0; g < groups; ++g) {
-        const std::uint64_t first = g * len;
-        const std::uint64_t m = n - first < len ? n - first : len;
-        const T* x = in.data() + first;
-        unsigned char* bits = body + 4 * groups + first / 8;
-        const cpu::detail::prefetch_stream ahead = cpu::detail::ahead_of(in.data(), first, n);
-        const double sum =
-            rms ? (zero ? cpu::detail::sign_group<true, true>(x, m, bits, bad, ahead)
-                        : cpu::detail::sign_group<true, false>(x, m, bits, bad, ahead))
-                : (zero ? cpu::detail::sign_group<false, true>(x, m, bits, bad, ahead)
-                        : cpu::detail::sign_group<false, false>(x, m, bits, bad, ahead));
-        cpu::detail::store_word<float>(body + 4 * g, c.scale_from_sum(sum, m));
-      }
-      return bad;
-    }
-    for (std::uint64_t g = 0; g < groups; ++g) {
-      const std::uint64_t first = g * len;
-      const std::uint64_t m = n - first < len ? n - first : len;
-      const float s = group_scale(c, m, [&](std::uint64_t i) {
-        return screen(to_float(in[first + i]), ctx.on_nonfinite, bad);
-      });
-      cpu::detail::store_word<float>(body + 4 * g, s);
-    }
-    unsigned char* bits = body + 4 * groups;
-    std::size_t recount = 0; // already counted above
-    for (std::uint64_t first = 0; first < n; first += 8) {
-      const unsigned cnt = n - first < 8 ? static_cast<unsigned>(n - first) : 8u;
-      std::uint32_t codes[8];
-      for (unsigned i = 0; i < cnt; ++i)
-        codes[i] = sign::encode_bit(screen(to_float(in[first + i]), ctx.on_nonfinite, recount));
-      pack_group(codes, cnt, 1, bits + first / 8);
-    }
-    return bad;
+    return encode_groups(c, ctx, in, body, 0, c.groups(in.size()));
   }
 
   /// Decodes the elements [first, last) of an n-element body into out (T = float, or any T for

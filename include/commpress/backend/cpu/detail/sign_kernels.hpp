@@ -21,19 +21,25 @@
 
 namespace commpress::cpu::detail {
 
-/// One pass of the sign codec over a group of m elements read as fp32: writes the m sign bits
-/// (x < 0 after screening, packed LSB first from `bits`, whose first element is bit 0 of
-/// bits[0]) and returns the canonical_chunked_sum (core/canonical_sum.hpp) of the terms |x|
-/// (Rms: x * x, exact in double), in exactly that order: 32 double lanes per chunk of
-/// canonical_chunk terms, lane j taking the terms i % 32 == j in increasing i, a fixed tree
-/// over the lanes, and the same over the chunk sums. Zero: NaN/Inf count as 0
-/// (nonfinite_policy::zero_and_count). Adds the group's NaN/Inf count to `bad`. prefetch(i) once
-/// per 16 elements (an fp32 stream: for fp32 elements only). 16-bit elements are widened 32 at
+/// One pass of the sign codec over a group of m elements (m > 0) read as fp32: writes the m
+/// sign bits (x < 0 after screening, packed LSB first from `bits`, whose first element is bit
+/// `bit_offset` of bits[0], 0 to 7: the bits below it, the previous group's, are kept; bits
+/// after the last element's, in its byte, are written 0) and returns the canonical_chunked_sum
+/// (core/canonical_sum.hpp) of the terms |x| (Rms: x * x, exact in double), in exactly that order:
+/// 32 double lanes per chunk of canonical_chunk terms, lane j taking the terms i % 32 == j in
+/// increasing i, a fixed tree over the lanes, and the same over the chunk sums. Zero: NaN/Inf count
+/// as 0 (nonfinite_policy::zero_and_count). Adds the group's NaN/Inf count to `bad`. prefetch(i)
+/// once per 16 elements (an fp32 stream: for fp32 elements only). 16-bit elements are widened 32 at
 /// a time into a buffer on the stack.
 template <bool Rms, bool Zero, element T>
 double sign_group(const T* COMMPRESS_RESTRICT x, std::uint64_t m,
-                  unsigned char* COMMPRESS_RESTRICT bits, std::size_t& bad,
+                  unsigned char* COMMPRESS_RESTRICT bits, unsigned bit_offset, std::size_t& bad,
                   prefetch_stream prefetch = {}) {
+  // The bits go out through `carry`: the bits of the byte being written that are already known
+  // (below bit_offset at first), as a whole number of bytes per step. A canonical chunk is a
+  // whole number of bytes, so each chunk's bits start at bit_offset too.
+  static_assert(canonical_chunk % 32 == 0);
+  std::uint64_t carry = bit_offset != 0 ? bits[0] & ((1u << bit_offset) - 1u) : 0u;
   double outer[32] = {};
   std::uint64_t chunks = 0;
   std::uint32_t nonfinite = 0;
@@ -72,7 +78,9 @@ double sign_group(const T* COMMPRESS_RESTRICT x, std::uint64_t m,
       std::uint32_t word = 0;
       for (std::size_t q = 0; q < 32; q += simd::lanes)
         word |= simd::mask_bits(simd::lt(simd::load(v + q), simd::splat(0.0f))) << q;
-      std::memcpy(out + i / 8, &word, 4); // little-endian host (element_io.hpp)
+      const std::uint64_t placed = carry | std::uint64_t{word} << bit_offset;
+      std::memcpy(out + i / 8, &placed, 4); // little-endian host (element_io.hpp)
+      carry = placed >> 32;
     }
     for (std::uint32_t c : nf_lanes)
       nonfinite += c;
@@ -89,10 +97,14 @@ double sign_group(const T* COMMPRESS_RESTRICT x, std::uint64_t m,
         lane[(i + q) % 32] += Rms ? t * t : static_cast<double>(commpress::detail::abs(v));
         byte |= (v < 0.0f ? 1u : 0u) << q;
       }
-      out[i / 8] = static_cast<unsigned char>(byte);
+      const std::uint64_t placed = carry | std::uint64_t{byte} << bit_offset;
+      out[i / 8] = static_cast<unsigned char>(placed);
+      carry = placed >> 8;
     }
     outer[chunks % 32] += commpress::detail::fold_lanes(lane);
   }
+  if ((bit_offset + m + 7) / 8 > (m + 7) / 8) // the last bits spill into one more byte
+    bits[(m + 7) / 8] = static_cast<unsigned char>(carry);
   bad += nonfinite;
   return commpress::detail::fold_lanes(outer);
 }
