@@ -63,8 +63,10 @@ if [[ -f "$stamp" && "$(cat "$stamp")" == "$sources" ]] &&
 else
   echo "setup: building and installing the python package commpress into $venv"
   start=$(date +%s)
+  # Built for this machine (COMMPRESS_PYTHON_NATIVE): the environment runs here only.
   CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} "$venv/bin/pip" install -q \
-    --disable-pip-version-check --no-build-isolation --no-deps "$root"
+    --disable-pip-version-check --no-build-isolation --no-deps \
+    --config-settings=cmake.define.COMMPRESS_PYTHON_NATIVE=ON "$root"
   echo "$sources" >"$stamp"
   echo "setup: python package built and installed in $(($(date +%s) - start)) s"
 fi

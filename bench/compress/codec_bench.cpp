@@ -198,7 +198,8 @@ int main(int argc, char** argv) {
       cp::random_k{.fraction = 1.0f / 32,
                    .value_quantizer = {.bits = 2, .group = 64, .range = quant_range::asymmetric}});
   register_codec("sign_rms_tensor", cp::sign{.scale = cp::sign_scale::rms});
-  // a scale per block: blocks of 128 start on a byte, blocks of 100 on every fourth bit
+  // a scale per block: blocks of 128 start on a byte; every second block of 100 starts four
+  // bits into one
   register_codec("sign_block128",
                  cp::sign{.granularity = cp::sign_granularity::block, .block = 128});
   register_codec("sign_block100",

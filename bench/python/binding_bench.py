@@ -3,9 +3,10 @@
 """The codecs through the Python binding, against PyTorch in the same run.
 
 Times commpress encode and decode on CPU tensors (one thread: cpu.seq, and torch set to one
-thread; each codec's workspace allocated once) with two baselines: a copy of the tensor (``y.copy_(x)``, the memory floor) and
-``torch.topk(x.abs(), k)`` (what a PyTorch top-k compressor calls). GB/s count 4 bytes per fp32
-input element, as the C++ benchmarks do. Run it with the environment scripts/setup.sh makes:
+thread; each codec's workspace allocated once) with two baselines: a copy of the tensor
+(``y.copy_(x)``, the memory floor) and ``torch.topk(x.abs(), k, sorted=False)`` (what a PyTorch
+top-k compressor calls). GB/s count 4 bytes per fp32 input element, as the C++ benchmarks do.
+Run it with the environment scripts/setup.sh makes:
 
     .venv/bin/python bench/python/binding_bench.py [--sizes 1048576 16777216] [--repeats 20]
 

@@ -616,6 +616,15 @@ TEST_SUITE("compress") {
       CAPTURE(std::string(b.what));
       expect_refused(c3, payload_of(c3, 6, b.body), 6, b.code);
     }
+    // Levels the codes cannot hold (above 2^(Bits-1) - 1): no table slot takes them, so the
+    // entry's long path refuses them. s = 1 with 2-bit codes (level 2); s = 3 with 4-bit codes
+    // (level 8, an entry of 9 bits, short enough for a slot).
+    expect_refused(
+        c, payload_of(c, 4, cat(norms({2.0f}), stream{}.gamma(1).bit(0).gamma(2).gamma(4).bytes())),
+        4, cp::errc::corrupt);
+    expect_refused(
+        c3, payload_of(c3, 6, cat(r, stream{}.gamma(1).bit(0).gamma(8).gamma(3).gamma(4).bytes())),
+        6, cp::errc::corrupt);
     // A body longer than the largest this configuration writes.
     expect_refused(c3, payload_of(c3, 6, std::vector<std::byte>(100)), 6, cp::errc::corrupt);
     // Truncated and corrupted payloads of the encoder.

@@ -150,44 +150,53 @@ TEST_SUITE("compress") {
                      T, float, cp::half, cp::bfloat16) {
     // Groups start at every bit of a byte; 32771 and 40001 span a 32768-term chunk from an odd
     // bit. The buffer is filled with 0xa5 first: a group keeps the bits the previous one wrote
-    // in their shared byte, and the last byte's bits past the tensor are 0.
-    const std::size_t n = 3 * 40000 + 13;
-    std::vector<float> xf = sample(n, 8);
-    xf[12345] = -0.0f;
-    xf[54321] = -std::numeric_limits<float>::quiet_NaN();
-    std::vector<T> x(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      x[i] = cp::from_float<T>(xf[i]);
-      xf[i] = cp::to_float(x[i]);
-    }
-    for (const std::uint32_t block : {1u, 3u, 5u, 7u, 13u, 100u, 32771u, 40001u}) {
-      const cp::sign c{.granularity = cp::sign_granularity::block, .block = block};
-      const std::size_t groups = (n + block - 1) / block;
+    // in their shared byte, and the last byte's bits past the tensor are 0. With blocks of 100,
+    // 108 elements end on a group of 8 four bits into a byte (a whole step of 8, then the
+    // payload's last byte from the carry), 132 on a group of 32 (a whole vector word, then the
+    // same).
+    for (const std::size_t n : {108u, 132u, 3 * 40000u + 13u}) {
+      std::vector<float> xf = sample(n, 8);
+      std::size_t nonfinite = 0;
+      if (n > 54321) {
+        xf[12345] = -0.0f;
+        xf[54321] = -std::numeric_limits<float>::quiet_NaN();
+        nonfinite = 1;
+      }
+      std::vector<T> x(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        x[i] = cp::from_float<T>(xf[i]);
+        xf[i] = cp::to_float(x[i]);
+      }
       std::vector<unsigned char> want((n + 7) / 8, 0);
       for (std::size_t i = 0; i < n; ++i)
         want[i / 8] = static_cast<unsigned char>(want[i / 8] | (xf[i] < 0.0f ? 1u : 0u) << (i % 8));
-      for (const bool parallel : {false, true}) {
-        CAPTURE(block);
-        CAPTURE(parallel);
-        std::vector<std::byte> p(cp::max_payload_bytes(c, n) + 1, std::byte{0xa5});
-        const std::span<std::byte> room(p.data(), p.size() - 1);
-        const auto r = parallel ? cp::encode(cp::cpu::par_t{.threads = 3, .grain = 64}, c, {},
-                                             std::span<const T>(x), room)
-                                : cp::encode(cp::cpu::seq, c, {}, std::span<const T>(x), room);
-        REQUIRE(r.bytes == 64 + 4 * groups + want.size());
-        CHECK(r.nonfinite == 1);
-        CHECK(p.back() == std::byte{0xa5});
-        CHECK(std::memcmp(p.data() + 64 + 4 * groups, want.data(), want.size()) == 0);
-        std::size_t wrong = 0;
-        for (std::size_t g = 0; g < groups; ++g) {
-          const std::size_t first = g * block;
-          float stored;
-          std::memcpy(&stored, p.data() + 64 + 4 * g, 4);
-          const float s = reference_scale(xf, first, std::min<std::size_t>(block, n - first),
-                                          cp::sign_scale::mean_abs);
-          wrong += stored == s || (std::isnan(stored) && std::isnan(s)) ? 0u : 1u;
+      for (const std::uint32_t block : {1u, 3u, 5u, 7u, 13u, 100u, 32771u, 40001u}) {
+        const cp::sign c{.granularity = cp::sign_granularity::block, .block = block};
+        const std::size_t groups = (n + block - 1) / block;
+        for (const bool parallel : {false, true}) {
+          CAPTURE(n);
+          CAPTURE(block);
+          CAPTURE(parallel);
+          std::vector<std::byte> p(cp::max_payload_bytes(c, n) + 1, std::byte{0xa5});
+          const std::span<std::byte> room(p.data(), p.size() - 1);
+          const auto r = parallel ? cp::encode(cp::cpu::par_t{.threads = 3, .grain = 64}, c, {},
+                                               std::span<const T>(x), room)
+                                  : cp::encode(cp::cpu::seq, c, {}, std::span<const T>(x), room);
+          REQUIRE(r.bytes == 64 + 4 * groups + want.size());
+          CHECK(r.nonfinite == nonfinite);
+          CHECK(p.back() == std::byte{0xa5});
+          CHECK(std::memcmp(p.data() + 64 + 4 * groups, want.data(), want.size()) == 0);
+          std::size_t wrong = 0;
+          for (std::size_t g = 0; g < groups; ++g) {
+            const std::size_t first = g * block;
+            float stored;
+            std::memcpy(&stored, p.data() + 64 + 4 * g, 4);
+            const float s = reference_scale(xf, first, std::min<std::size_t>(block, n - first),
+                                            cp::sign_scale::mean_abs);
+            wrong += stored == s || (std::isnan(stored) && std::isnan(s)) ? 0u : 1u;
+          }
+          CHECK(wrong == 0);
         }
-        CHECK(wrong == 0);
       }
     }
   }

@@ -303,6 +303,8 @@ struct bit_reader {
 /// the codes), the gap and the entry's code, (sign << (Bits - 1)) | level; the gap and the level
 /// are below 32, since each of their codes is at most 10 bits.
 inline constexpr unsigned entry_table_bits = 12;
+static_assert(entry_table_bits <= 12, "a slot's 4-bit length and 5-bit gap hold entries of at "
+                                      "most 12 bits, whose gap codes are at most 10 bits");
 struct table_entry {
   static constexpr unsigned length(std::uint32_t e) { return e & 15u; }
   static constexpr unsigned gap(std::uint32_t e) { return (e >> 4) & 31u; }
@@ -313,17 +315,15 @@ struct table_entry {
 /// function, it cost every translation unit that includes this header.
 template <unsigned Bits>
 const std::array<std::uint32_t, std::size_t{1} << entry_table_bits>& entry_table() {
-  constexpr unsigned table_bits = entry_table_bits;
-  static_assert(table_bits <= 12, "a slot's 5-bit gap and level hold codes of at most 10 bits");
   static const auto table = [] {
-    std::array<std::uint32_t, std::size_t{1} << table_bits> t{};
+    std::array<std::uint32_t, std::size_t{1} << entry_table_bits> t{};
     // Reads gamma at bit `at` of b: its value, and `at` moved past it; 0 where it runs past the
     // table's bits.
     const auto gamma_at = [](unsigned b, unsigned& at) -> unsigned {
       unsigned z = 0;
-      while (at + z < table_bits && ((b >> (at + z)) & 1u) == 0)
+      while (at + z < entry_table_bits && ((b >> (at + z)) & 1u) == 0)
         ++z;
-      if (at + 2 * z + 1 > table_bits)
+      if (at + 2 * z + 1 > entry_table_bits)
         return 0;
       unsigned v = 0;
       for (unsigned k = 0; k <= z; ++k)
@@ -334,7 +334,7 @@ const std::array<std::uint32_t, std::size_t{1} << entry_table_bits>& entry_table
     for (unsigned b = 0; b < t.size(); ++b) {
       unsigned at = 0;
       const unsigned gap = gamma_at(b, at);
-      if (gap == 0 || at >= table_bits)
+      if (gap == 0 || at >= entry_table_bits)
         continue;
       const unsigned sign = (b >> at) & 1u;
       ++at;
