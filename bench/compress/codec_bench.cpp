@@ -170,6 +170,8 @@ int main(int argc, char** argv) {
   register_codec("quantize_8bit_block128", cp::quantize{.bits = 8, .group = 128});
   register_codec("quantize_4bit_block128", cp::quantize{.bits = 4, .group = 128});
   register_codec("quantize_2bit_block128", cp::quantize{.bits = 2, .group = 128});
+  // every second block of 100 starts four elements past a byte of codes
+  register_codec("quantize_4bit_block100", cp::quantize{.bits = 4, .group = 100});
   register_codec("quantize_4bit_block128_stochastic",
                  cp::quantize{.bits = 4, .group = 128, .round = rounding::stochastic});
   register_codec("quantize_4bit_tensor_minmax",
@@ -249,6 +251,7 @@ int main(int argc, char** argv) {
                    [c](benchmark::State& s) { BM_decode<cp::half>(s, c); });
   };
   to_16_bits("quantize_4bit_block128", cp::quantize{.bits = 4, .group = 128});
+  to_16_bits("quantize_4bit_block100", cp::quantize{.bits = 4, .group = 100});
   to_16_bits("fp8_e4m3_block128", cp::fp8{});
   to_16_bits("qsgd8_block512", cp::qsgd8{.block = 512});
   to_16_bits("quantize_4bit_tensor_minmax", cp::quantize{.bits = 4,

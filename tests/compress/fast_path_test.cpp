@@ -97,9 +97,9 @@ TEST_SUITE("compress") {
       for (unsigned bits = range == cp::quant_range::symmetric ? 2 : 1; bits <= 8; ++bits)
         for (auto round : {cp::rounding::nearest, cp::rounding::stochastic})
           // Blocks shorter than the batch of encode_batch (its NaN and Inf groups at its start
-          // and in its middle), one of 100 elements (groups that start off a multiple of 8), and
-          // blocks of a batch each.
-          for (std::uint32_t group : {0u, 24u, 100u, 128u, 1024u}) {
+          // and in its middle), of 100 and 13 elements (groups that start off a multiple of 8,
+          // a group of 13 at 26 holding no whole eight), and blocks of a batch each.
+          for (std::uint32_t group : {0u, 24u, 100u, 13u, 128u, 1024u}) {
             CAPTURE(range);
             CAPTURE(bits);
             CAPTURE(round);
@@ -176,40 +176,59 @@ TEST_SUITE("compress") {
   }
 
   TEST_CASE("quantize: decode and decode_accumulate equal the per-element definition for both "
-            "ranges") {
+            "ranges, for blocks on and off a multiple of 8") {
     const std::size_t n = 3 * 1024 + 13;
     std::vector<float> x = sample(n, 2);
     x[1024 + 5] = std::numeric_limits<float>::infinity(); // a poisoned block: NaN records
+    // A block spanning most of the float range (a wide asymmetric record), which starts off a
+    // multiple of 8 for blocks of 100, 13 and 3 (at 2100, 2093 and 2100).
+    x[2100] = -3e38f;
+    x[2101] = 3e38f;
     for (auto range : {cp::quant_range::symmetric, cp::quant_range::asymmetric})
-      for (unsigned bits : {1u, 2u, 3u, 4u, 8u}) {
-        if (range == cp::quant_range::symmetric && bits == 1)
-          continue;
-        CAPTURE(range);
-        CAPTURE(bits);
-        const cp::quantize q{.bits = bits, .group = 1024, .range = range};
-        const auto payload = encode_all(q, {}, x);
-        std::vector<float> out(n), acc(n, 0.75f);
-        // NaN accumulators with payloads: the result is the canonical NaN of add_rn, whichever
-        // NaN x86 arithmetic would pass through (CUDA parity depends on it).
-        for (std::size_t i = 5; i < n; i += 97)
-          acc[i] = cp::detail::bits_to_float(i % 2 ? 0x7fa00001u : 0xffc00123u);
-        const std::vector<float> acc0 = acc;
-        cp::decode(cp::cpu::seq, q, payload, std::span<float>(out));
-        cp::decode_accumulate(cp::cpu::seq, q, payload, std::span<float>(acc), -0.5f);
-        const unsigned char* body = body_of(payload);
-        const std::size_t record_bytes = q.record_bytes();
-        std::size_t mismatches = 0;
-        for (std::size_t i = 0; i < n; ++i) {
-          float rec[2] = {};
-          std::memcpy(rec, body + record_bytes * (i / 1024), record_bytes);
-          const float v = cp::quantize::decode_value(
-              range, bits, cp::detail::unpack_one(body + record_bytes * 4, i, bits),
-              {rec[0], rec[1]});
-          const float a = cp::detail::add_rn(acc0[i], cp::detail::mul_rn(-0.5f, v));
-          mismatches += (std::memcmp(&out[i], &v, 4) != 0 || std::memcmp(&acc[i], &a, 4) != 0);
+      for (unsigned bits : {1u, 2u, 3u, 4u, 8u})
+        for (std::uint32_t group : {1024u, 100u, 13u, 3u}) {
+          if (range == cp::quant_range::symmetric && bits == 1)
+            continue;
+          CAPTURE(range);
+          CAPTURE(bits);
+          CAPTURE(group);
+          const cp::quantize q{.bits = bits, .group = group, .range = range};
+          const auto payload = encode_all(q, {}, x);
+          std::vector<float> out(n), acc(n, 0.75f);
+          // NaN accumulators with payloads: the result is the canonical NaN of add_rn, whichever
+          // NaN x86 arithmetic would pass through (CUDA parity depends on it).
+          for (std::size_t i = 5; i < n; i += 97)
+            acc[i] = cp::detail::bits_to_float(i % 2 ? 0x7fa00001u : 0xffc00123u);
+          const std::vector<float> acc0 = acc;
+          cp::decode(cp::cpu::seq, q, payload, std::span<float>(out));
+          cp::decode_accumulate(cp::cpu::seq, q, payload, std::span<float>(acc), -0.5f);
+          const unsigned char* body = body_of(payload);
+          const std::size_t record_bytes = q.record_bytes();
+          std::size_t mismatches = 0;
+          for (std::size_t i = 0; i < n; ++i) {
+            float rec[2] = {};
+            std::memcpy(rec, body + record_bytes * (i / group), record_bytes);
+            const float v = cp::quantize::decode_value(
+                range, bits,
+                cp::detail::unpack_one(body + record_bytes * ((n + group - 1) / group), i, bits),
+                {rec[0], rec[1]});
+            const float a = cp::detail::add_rn(acc0[i], cp::detail::mul_rn(-0.5f, v));
+            mismatches += (std::memcmp(&out[i], &v, 4) != 0 || std::memcmp(&acc[i], &a, 4) != 0);
+          }
+          CHECK(mismatches == 0);
+          // Values of ranges taken back run by run (a transform adapter's windows, top_k's and
+          // random_k's kept values), from and to any element.
+          for (const auto& [first, last] : {std::pair<std::size_t, std::size_t>{0, n},
+                                            {5, 6},
+                                            {3, 1029},
+                                            {2093, 2200},
+                                            {1000, n}}) {
+            std::vector<float> values(last - first + 1, 42.0f); // one guard after the range
+            cp::cpu::detail::decode_values(q, n, body, first, last, values.data());
+            CHECK(std::memcmp(values.data(), out.data() + first, 4 * (last - first)) == 0);
+            CHECK(values.back() == 42.0f);
+          }
         }
-        CHECK(mismatches == 0);
-      }
   }
 
   TEST_CASE("quantize: decode of records no encoder writes (NaN with a payload, infinite, "

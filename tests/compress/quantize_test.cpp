@@ -521,7 +521,7 @@ TEST_SUITE("compress") {
       }
       for (std::uint32_t b : {2u, 4u, 5u, 8u})
         for (auto range : {quant_range::symmetric, quant_range::asymmetric})
-          for (const std::uint32_t group : {0u, 128u, 64u}) {
+          for (const std::uint32_t group : {0u, 128u, 64u, 100u}) {
             CAPTURE(n);
             CAPTURE(b);
             CAPTURE(group);
@@ -541,9 +541,9 @@ TEST_SUITE("compress") {
                      "every width, range, granularity, rounding and policy, under seq and par",
                      T, cp::half, cp::bfloat16) {
     // Batches of whole groups are widened and sent through the fp32 kernels; a group longer
-    // than a batch, or not a multiple of 8, a batch of its elements at a time; a group with a
-    // NaN or Inf, or one that does not start on a multiple of 8, element by element. par cuts
-    // ranges of 256 elements or more. Hostile sizes hold values past f16's range, in its
+    // than a batch, or not a multiple of 8, a batch of its elements at a time (the elements
+    // before its first multiple of 8 one by one); a group with a NaN or Inf element by element. par
+    // cuts ranges of 256 elements or more. Hostile sizes hold values past f16's range, in its
     // subnormal range, a NaN and an Inf (poisoned groups, or zeros and a count); 4100 finite
     // values make long groups of several batches.
     for (const auto& [n, hostile] :

@@ -71,12 +71,13 @@ template <> struct codec_impl<quantize, cpu::seq_t> {
 namespace commpress::cpu::detail {
 
 /// The values of elements [first, last) of an n-element quantize body at dst[0, last - first):
-/// what a transform adapter (backend/cpu/rotated.hpp) takes back window by window.
+/// what a transform adapter (backend/cpu/rotated.hpp) takes back window by window, and top_k,
+/// random_k and their all-reduce take back of their quantized values run by run.
 inline void decode_values(const quantize& q, std::uint64_t n, const unsigned char* body,
                           std::uint64_t first, std::uint64_t last, float* dst) {
   const quantize_groups::config c(q, nonfinite_policy::propagate, n);
-  quantize_groups::decode_each(c, q.granularity == scale_granularity::column, body, first, last,
-                               [&](std::size_t i, float v) { dst[i - first] = v; });
+  quantize_groups::decode_values(c, q.granularity == scale_granularity::column, body, first, last,
+                                 dst);
 }
 
 } // namespace commpress::cpu::detail

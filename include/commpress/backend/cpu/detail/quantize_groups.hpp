@@ -11,7 +11,7 @@
 /// Two layers:
 /// - Drivers walk the groups with the codec's configuration as run-time values. They form each
 ///   group's statistics and record, handle what the vector kernels do not (a group holding a
-///   NaN or Inf, per-column scales, a group that does not start on a multiple of 8) one
+///   NaN or Inf, per-column scales, a group's elements before its first multiple of 8) one
 ///   element at a time, and hand runs of whole groups to the kernels; half-precision elements
 ///   reach them widened to fp32 a batch at a time (a batch of short groups, or of one long
 ///   group's elements), and leave them through a buffer. Only the element type is a template
@@ -144,6 +144,13 @@ COMMPRESS_FORCEINLINE quantize::record load_record(quant_range r, const unsigned
   if (r == sym)
     return {load_word<float>(body + 4 * g), 0.0f};
   return {load_word<float>(body + 8 * g), load_word<float>(body + 8 * g + 4)};
+}
+
+/// The first element of [begin, end) on a multiple of 8, where a group's codes begin a byte
+/// the vector kernels can start on; `end` if there is none.
+constexpr std::size_t first_whole_eight(std::size_t begin, std::size_t end) {
+  const std::size_t up = (begin + 7) / 8 * 8;
+  return up < end ? up : end;
 }
 
 /// Writes the codes of elements [begin, end), code(i) giving element i's. Runs are visited in
@@ -558,17 +565,19 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
     }
   } else {
     const std::size_t stop = last_group * c.len < n ? last_group * c.len : n;
-    const std::size_t per_batch =
-        c.len < batch_elements && c.len % 8 == 0 ? batch_elements / c.len : 1;
+    // Groups of a multiple of 8 elements, at most a batch, go through the kernels a batch of
+    // groups at a time; any other group (longer, or of a length that is not a multiple of 8)
+    // on its own.
+    const bool batched = c.len % 8 == 0 && c.len <= batch_elements;
+    const std::size_t per_batch = batched ? batch_elements / c.len : 1;
     const encode_kernel kernel = encode_kernel_for(c);
     std::size_t g = first_group;
     // A 16-bit input goes through the kernels widened into `wide`: a batch of whole groups at
     // a time, or a batch of the elements of one longer group.
     constexpr bool fp32 = std::is_same_v<T, float>;
-    const bool batched = fp32 || (c.len % 8 == 0 && c.len <= batch_elements);
     alignas(64) float wide[fp32 ? 1 : batch_elements];
-    // The codes of `count` runs of x, which holds xn elements from element `origin` on: their
-    // codes and random words count from there.
+    // The codes of `count` runs of x, which holds xn elements from element `origin` on (a
+    // multiple of 8): their codes and random words count from there.
     const auto encode_runs_of = [&](const float* x, std::size_t xn, std::size_t origin,
                                     const code_run* runs, std::size_t count) {
       const std::size_t code_bytes = origin / 8 * c.bits;
@@ -576,15 +585,17 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
              {c.bits, key, ctx.step, first_index + origin, codes + code_bytes, sum,
               c.codes + code_bytes});
     };
-    // A group's elements from `whole` (its last whole eight) to its end e, one by one.
-    const auto finish_group = [&](std::size_t whole, std::size_t e, quantize::coder k) {
-      if (whole != e) {
-        pack_run(c.bits, whole, e, buf, codes, code_at(k));
+    // The codes of elements [b, e) of a group with coder k, one by one (a group's head before
+    // its first whole eight, or its tail after its last).
+    const auto codes_one_by_one = [&](std::size_t b, std::size_t e, quantize::coder k) {
+      if (b != e) {
+        pack_run(c.bits, b, e, buf, codes, code_at(k));
         sink.progress(e);
       }
     };
     for (std::size_t begin = first_group * c.len; begin < stop;) {
-      if (batched && begin % 8 == 0) { // a batch of groups through the kernel
+      const std::size_t end = n - begin < c.len ? n : begin + c.len; // of the group at begin
+      if (batched) { // a batch of groups through the kernel
         // x holds the elements from `origin` on, xn of them.
         const float* x;
         std::size_t origin = 0;
@@ -610,58 +621,57 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
         }
         if (count != 0) {
           encode_runs_of(x, xn, origin, runs, count);
-          // The last group's elements past its last whole eight (it ends the tensor, or its
-          // length is not a multiple of 8).
+          // The last group's elements past its last whole eight (it ends the tensor).
           const code_run& last = runs[count - 1];
           const std::size_t last_begin = origin + last.begin;
           const std::size_t e = n - last_begin < c.len ? n : last_begin + c.len;
-          finish_group(origin + last.end, e, last.coder);
+          codes_one_by_one(origin + last.end, e, last.coder);
           g += count;
           begin = e;
           continue;
         }
-      }
-      if constexpr (!fp32) {
-        if (!batched && begin % 8 == 0) {
-          // A 16-bit group the batches do not take (longer than a batch, or of a length that is
-          // not a multiple of 8): its statistics from the 16-bit lanes, then its codes a batch
-          // of elements at a time.
-          const std::size_t e = n - begin < c.len ? n : begin + c.len;
-          float s0, s1;
-          if (group_statistics(c.range, in.data(), n, begin, e, s0, s1)) {
-            store_record(c.range, body, g, quantize::make_record(c.range, c.bits, s0, s1));
-            const quantize::coder k = quantize::make_coder(c.range, c.bits, s0, s1);
-            const std::size_t whole = begin + (e - begin) / 8 * 8;
-            for (std::size_t origin = begin; origin < whole; origin += batch_elements) {
+      } else {
+        // One group: its statistics from the input's lanes; its codes one by one up to its
+        // first whole eight, through the kernel (a batch of widened elements at a time for a
+        // 16-bit input) up to its last, and one by one after that.
+        float s0, s1;
+        if (group_statistics(c.range, in.data(), n, begin, end, s0, s1)) {
+          store_record(c.range, body, g, quantize::make_record(c.range, c.bits, s0, s1));
+          const quantize::coder k = quantize::make_coder(c.range, c.bits, s0, s1);
+          const std::size_t head = first_whole_eight(begin, end);
+          const std::size_t whole = head + (end - head) / 8 * 8;
+          codes_one_by_one(begin, head, k);
+          if constexpr (fp32) {
+            const code_run run{head, whole, k};
+            if (head != whole)
+              encode_runs_of(in.data(), n, 0, &run, 1);
+          } else {
+            for (std::size_t origin = head; origin < whole; origin += batch_elements) {
               const std::size_t xn =
                   whole - origin < batch_elements ? whole - origin : batch_elements;
               widen_elements(in.data() + origin, xn, wide);
               const code_run run{0, xn, k};
               encode_runs_of(wide, xn, origin, &run, 1);
             }
-            finish_group(whole, e, k);
-            ++g;
-            begin = e;
-            continue;
           }
+          codes_one_by_one(whole, end, k);
+          ++g;
+          begin = end;
+          continue;
         }
       }
-      // One group element by element: it holds a NaN or Inf, or it does not start on a
-      // multiple of 8.
-      const std::size_t e = n - begin < c.len ? n : begin + c.len;
+      // One group element by element: it holds a NaN or Inf, or it is a wide asymmetric group.
       float s0 = stat0_init(c.range);
       float s1 = stat1_init;
       const std::size_t bad_before = bad;
-      for (std::size_t i = begin; i < e; ++i)
+      for (std::size_t i = begin; i < end; ++i)
         fold(c.range, screen(to_float(in[i]), c.policy, bad), s0, s1);
       if (poison && bad != bad_before)
         s0 = s1 = bits_to_float(0x7fc00000u);
       store_record(c.range, body, g, quantize::make_record(c.range, c.bits, s0, s1));
-      pack_run(c.bits, begin, e, buf, codes,
-               code_at(quantize::make_coder(c.range, c.bits, s0, s1)));
-      sink.progress(e);
+      codes_one_by_one(begin, end, quantize::make_coder(c.range, c.bits, s0, s1));
       ++g;
-      begin = e;
+      begin = end;
     }
     if (stop != n)
       return bad; // the range ends on a multiple of 8: nothing is left in buf
@@ -695,13 +705,15 @@ void decode_each(const config& c, bool column, const unsigned char* body, std::s
   }
 }
 
-/// Walks the groups that hold elements [first, last) (block or tensor granularity), in order:
-/// the runs of groups whose records the kernels serve go to on_runs(runs, count), at most Most
-/// at a time, their elements counted from `origin`; each group with a wide record
-/// (quantize::is_wide_record) goes to on_wide(begin, end), in element indices of the tensor.
-template <std::size_t Most, class OnRuns, class OnWide>
+/// Walks the groups that hold elements [first, last) (block or tensor granularity; first and
+/// origin multiples of 8), in order: the runs of groups whose records the kernels serve go to
+/// on_runs(runs, count), at most Most at a time, their elements counted from `origin`; what
+/// the kernels do not take goes to one_by_one(begin, end), in element indices of the tensor: a
+/// group with a wide record (quantize::is_wide_record), and a group's elements before its first
+/// multiple of 8. The runs may be handed over after the elements that follow them.
+template <std::size_t Most, class OnRuns, class OneByOne>
 void for_each_run(const config& c, const unsigned char* body, std::size_t first, std::size_t last,
-                  std::size_t origin, OnRuns&& on_runs, OnWide&& on_wide) {
+                  std::size_t origin, OnRuns&& on_runs, OneByOne&& one_by_one) {
   value_run runs[Most];
   std::size_t count = 0;
   // Group g holds the elements [g * len, (g + 1) * len); every run but the first starts at its
@@ -710,13 +722,16 @@ void for_each_run(const config& c, const unsigned char* body, std::size_t first,
     const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
     const quantize::record rec = load_record(c.range, body, g);
     if (quantize::is_wide_record(c.range, rec)) {
-      if (count != 0)
-        on_runs(runs, std::exchange(count, 0));
-      on_wide(begin, e);
+      one_by_one(begin, e);
     } else {
-      runs[count++] = {begin - origin, e - origin, rec};
-      if (count == Most)
-        on_runs(runs, std::exchange(count, 0));
+      const std::size_t head = first_whole_eight(begin, e);
+      if (head != begin)
+        one_by_one(begin, head);
+      if (head != e) {
+        runs[count++] = {head - origin, e - origin, rec};
+        if (count == Most)
+          on_runs(runs, std::exchange(count, 0));
+      }
     }
     begin = e;
   }
@@ -724,10 +739,36 @@ void for_each_run(const config& c, const unsigned char* body, std::size_t first,
     on_runs(runs, count);
 }
 
+/// The values of elements [first, last) of a body at dst[0, last - first), as decode computes
+/// them: block and tensor groups through the fp32 kernels from the first multiple of 8 on, but
+/// for a wide asymmetric group's record; everything else decode_each.
+inline void decode_values(const config& c, bool column, const unsigned char* body,
+                          std::size_t first, std::size_t last, float* dst) {
+  const auto put = [&](std::size_t i, float v) { dst[i - first] = v; };
+  if (column) {
+    decode_each(c, true, body, first, last, put);
+    return;
+  }
+  const std::size_t start = first_whole_eight(first, last);
+  decode_each(c, false, body, first, start, put);
+  if (start == last)
+    return;
+  // The runs count from `start`, and their codes from its byte.
+  const decode_kernel kernel = decode_kernel_for<false>(c);
+  for_each_run<256>(
+      c, body, start, last, start,
+      [&](const value_run* runs, std::size_t count) {
+        kernel(body + c.codes + start / 8 * c.bits, c.bits, runs, count, dst + (start - first),
+               last - start, 1.0f, nullptr);
+      },
+      [&](std::size_t begin, std::size_t end) { decode_each(c, false, body, begin, end, put); });
+}
+
 /// Elements [first, last) of an n-element body (first a multiple of 8) into out: out = value,
-/// or with Accumulate out += weight * value. Groups that start on a multiple of 8 take the
-/// fp32 kernels (through a buffer for a 16-bit output), but for a wide asymmetric group's
-/// record; everything else decode_each: the same expressions, so the same bits.
+/// or with Accumulate out += weight * value. Block and tensor groups take the fp32 kernels
+/// (through a buffer for a 16-bit output) from their first multiple of 8 on, but for a wide
+/// asymmetric group's record; everything else decode_each: the same expressions, so the same
+/// bits.
 template <bool Accumulate, element T>
 void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out, float weight,
             std::size_t first, std::size_t last) {
@@ -742,7 +783,7 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
       out[i] = from_float<T>(v);
   };
   if constexpr (std::is_same_v<T, float>) {
-    if (!column && (c.len % 8 == 0 || c.len == n)) {
+    if (!column) {
       const decode_kernel kernel = decode_kernel_for<Accumulate>(c);
       // A large output is streamed where its runs start a multiple of 16 floats apart.
       std::optional<streamed_runs<float>> stream;
@@ -762,13 +803,11 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
         stream->finish();
       return;
     }
-  } else if (!column && (c.len % 8 == 0 || c.len == n)) {
-    // A 16-bit output: the fp32 kernels decode a window at a time into a buffer, whose values
+  } else if (!column) {
+    // A 16-bit output: a window of values at a time into a buffer, whose values
     // store_elements_64 converts as from_float does (through `stream` for a large output: its
-    // runs all start a multiple of 64 elements from `first`). The window's runs count from its
-    // first element (a multiple of 8), and its codes from that element's byte.
+    // runs all start a multiple of 64 elements from `first`).
     static_assert(!Accumulate, "commpress: decode_accumulate adds into fp32");
-    const decode_kernel kernel = decode_kernel_for<false>(c);
     constexpr std::size_t window = 1024;
     alignas(64) float values[window];
     std::optional<streamed_runs<T>> stream;
@@ -776,15 +815,7 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
       stream.emplace(out, first);
     for (std::size_t a = first; a < last; a += window) {
       const std::size_t m = last - a < window ? last - a : window;
-      for_each_run<window / 8>(
-          c, body, a, a + m, a,
-          [&](const value_run* runs, std::size_t count) {
-            kernel(body + c.codes + a / 8 * c.bits, c.bits, runs, count, values, m, 1.0f, nullptr);
-          },
-          [&](std::size_t begin, std::size_t end) {
-            decode_each(c, false, body, begin, end,
-                        [&](std::size_t i, float v) { values[i - a] = v; });
-          });
+      decode_values(c, false, body, a, a + m, values);
       std::size_t k = 0;
       for (; m - k >= 64; k += 64) {
         if (stream)
@@ -863,12 +894,16 @@ inline std::size_t roundtrip(const quantize& q, const context& ctx, std::span<fl
     const std::size_t e = n - begin < c.len ? n : begin + c.len;
     float s0 = stat0_init(c.range);
     float s1 = stat1_init;
-    if (begin % 8 == 0 && group_statistics(c.range, x.data(), n, begin, e, s0, s1)) {
-      // Codes a chunk at a time into `packed`, and back.
+    if (group_statistics(c.range, x.data(), n, begin, e, s0, s1)) {
+      // From the group's first multiple of 8 to its last, codes a chunk at a time into
+      // `packed`, and back; the elements before and after, one by one.
       const quantize::coder k = quantize::make_coder(c.range, c.bits, s0, s1);
       const quantize::record rec = quantize::make_record(c.range, c.bits, s0, s1);
-      const std::size_t whole = begin + (e - begin) / 8 * 8;
-      for (std::size_t i = begin; i < whole; i += code_chunk) {
+      const std::size_t head = first_whole_eight(begin, e);
+      const std::size_t whole = head + (e - head) / 8 * 8;
+      for (std::size_t i = begin; i < head; ++i)
+        element_wise(i, k, rec);
+      for (std::size_t i = head; i < whole; i += code_chunk) {
         const std::size_t m = whole - i < code_chunk ? whole - i : code_chunk;
         const code_run run{0, m, k};
         encode_chunk(x.data() + i, m, &run, 1, {c.bits, key, ctx.step, i, packed, nullptr, 0});

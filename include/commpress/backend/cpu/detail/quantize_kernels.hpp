@@ -6,9 +6,9 @@
 /// The inner loops of the CPU quantizer on the vector layer: codes of a run of elements
 /// computed and packed 64 at a time, codes decoded 64 at a time, and the error-feedback step
 /// fused with the codes. Each computes exactly the per-element expressions of
-/// compress/quantize.hpp, with the same roundings in the same order (the tails of fewer than
-/// 64 elements call those definitions themselves), so the bytes do not depend on the
-/// instruction set.
+/// compress/quantize.hpp, with the same roundings in the same order (the fused step's tail of
+/// fewer than 64 elements calls those definitions themselves), so the bytes do not depend on
+/// the instruction set.
 ///
 /// Kernels take the code width as a template parameter B where the vector layer packs it in
 /// registers (2, 4, 8) and B = 0 with the width as an argument otherwise (packing.hpp).
@@ -147,15 +147,19 @@ encode_codes(const float* COMMPRESS_RESTRICT x, std::size_t m, unsigned bits, qu
   }
   if (i == m)
     return;
-  alignas(64) std::uint8_t c[64];
-  for (std::size_t j = i; j < m; ++j) {
-    const std::uint32_t code = Stochastic
-                                   ? quantize::encode_stochastic(range_of<Asym>, b, x[j], coder,
-                                                                 uniform_from_bits(words[j]))
-                                   : quantize::encode_nearest(range_of<Asym>, b, x[j], coder);
-    c[j - i] = static_cast<std::uint8_t>(code);
-  }
-  pack_bytes<B>(c, b, out + i / 8 * b, static_cast<unsigned>((m - i) / 8));
+  // The last m - i (a multiple of 8) through the same vectors, from copies padded with zeros
+  // whose codes are not stored.
+  const std::size_t rest = m - i;
+  alignas(64) float xs[64] = {};
+  alignas(64) std::uint32_t ws[Stochastic ? 64 : 1] = {};
+  std::memcpy(xs, x + i, rest * sizeof(float));
+  if constexpr (Stochastic)
+    std::memcpy(ws, words + i, rest * sizeof(std::uint32_t));
+  vu c[vectors_per_64];
+  codes64<Asym, Stochastic>(xs, 0, k, ws, {}, c);
+  alignas(64) std::uint8_t bytes[64];
+  store_bytes(bytes, narrow_u8(c));
+  pack_bytes<B>(bytes, b, out + i / 8 * b, static_cast<unsigned>(rest / 8));
 }
 
 /// What decode_codes does with a decoded value v at out[i].
@@ -165,7 +169,7 @@ enum class decode_mode {
   accumulate,      ///< out[i] += weight * v, each operation rounded once, a NaN canonical
 };
 
-/// Decodes m codes (m a multiple of 8) packed at in, of one group with record `rec`, as
+/// Decodes m codes packed at in, of one group with record `rec`, as
 /// quantize::decode_value: out = value, or out += weight * value (decode_mode). `stream` writes
 /// out with non-temporal stores (out aligned to a vector; the caller fences). prefetch(i) once
 /// per 16 elements of the vector part.
@@ -180,33 +184,41 @@ COMMPRESS_FORCEINLINE void decode_codes(const unsigned char* COMMPRESS_RESTRICT 
   const vf va = splat(rec.a);
   const vf vb = splat(rec.b);
   const vf vweight = splat(weight);
-  std::size_t i = 0;
-  for (; i + 64 <= m; i += 64) {
-    for (std::size_t t = 0; t < 64; t += 16)
-      prefetch(i + t);
-    const b64 bytes = load_packed<B>(in + i / 8 * b, b);
+  // The 64 codes packed at `codes` to o[0, 64).
+  const auto decode_64 = [&](const unsigned char* codes, float* o, bool streamed) {
+    const b64 bytes = load_packed<B>(codes, b);
     for (std::size_t q = 0; q < vectors_per_64; ++q) {
-      float* const o = out + i + q * lanes;
       const vu code = widen_u8(bytes, static_cast<unsigned>(q));
       vf v = Asym ? add(va, mul(to_float_i32(code), vb))
                   : mul(to_float_i32(sub_u32(code, offset)), va);
       if constexpr (Mode == decode_mode::accumulate)
-        v = add(load(o), mul(vweight, v));
+        v = add(load(o + q * lanes), mul(vweight, v));
       if constexpr (Mode != decode_mode::store)
         v = canonical_nan(v); // a NaN anywhere above leaves a NaN here: one canonicalisation
-      if (stream)
-        simd::stream(o, v);
+      if (streamed)
+        simd::stream(o + q * lanes, v);
       else
-        store(o, v);
+        store(o + q * lanes, v);
     }
+  };
+  std::size_t i = 0;
+  for (; i + 64 <= m; i += 64) {
+    for (std::size_t t = 0; t < 64; t += 16)
+      prefetch(i + t);
+    decode_64(in + i / 8 * b, out + i, stream);
   }
-  for (; i < m; ++i) {
-    const float v =
-        quantize::decode_value(range_of<Asym>, b, commpress::detail::unpack_one(in, i, b), rec);
-    out[i] = Mode == decode_mode::accumulate
-                 ? commpress::detail::add_rn(out[i], commpress::detail::mul_rn(weight, v))
-                 : v;
-  }
+  if (i == m)
+    return;
+  // The last m - i through the same vectors: their codes and (to accumulate) outputs copied into
+  // buffers padded with zeros, whose values are not stored.
+  const std::size_t rest = m - i;
+  alignas(64) unsigned char codes[64] = {};
+  alignas(64) float values[64] = {};
+  std::memcpy(codes, in + i / 8 * b, (rest * b + 7) / 8);
+  if constexpr (Mode == decode_mode::accumulate)
+    std::memcpy(values, out + i, rest * sizeof(float));
+  decode_64(codes, values, false);
+  std::memcpy(out + i, values, rest * sizeof(float));
 }
 
 /// Symmetric encode_codes fused with the error update: the fresh error h - deQ(code), the
