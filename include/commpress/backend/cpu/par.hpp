@@ -12,9 +12,10 @@
 /// describes, independently of the thread count. What runs in parallel:
 /// - identity, cast: encode, decode, decode_accumulate and roundtrip (seq's own loops, each on
 ///   an element range; the NaN/Inf count is the sum of the ranges' counts);
-/// - sign: encode and roundtrip over ranges of whole blocks; a single group (per-tensor scale)
-///   splits its canonical sum over the 32 outer lanes of canonical_chunked_sum, so the sum is
-///   added in exactly seq's order; decode and decode_accumulate over element ranges;
+/// - sign: encode over ranges of whole blocks; a single group (per-tensor scale) splits its
+///   canonical sum over the 32 outer lanes of canonical_chunked_sum, so the sum is added in
+///   exactly seq's order; decode and decode_accumulate over element ranges; roundtrip is that
+///   encode into the workspace and that decode;
 /// - quantize: encode over ranges of whole groups (a per-tensor scale: its statistics over
 ///   element ranges, then the codes), decode and decode_accumulate over element ranges, every
 ///   granularity;
@@ -146,7 +147,7 @@ template <> struct codec_impl<cast, cpu::par_t> : par_elementwise<cast, 2> {};
 template <> struct codec_impl<sign, cpu::par_t> {
   /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl).
   static constexpr bool hashes_body = false;
-  static constexpr bool custom_roundtrip = true;
+  static constexpr bool custom_roundtrip = false;
 
   using seq = codec_impl<sign, cpu::seq_t>;
 
@@ -173,10 +174,10 @@ template <> struct codec_impl<sign, cpu::par_t> {
     const std::uint64_t n = out.size();
     if (!cpu::detail::splits(p, n))
       return seq::decode_body(cpu::seq, c, h, body, out);
-    cpu::detail::parallel_for(p, n, cpu::detail::range_elements(p),
-                              [&](std::uint64_t first, std::uint64_t last) {
-                                seq::decode_range<false>(c, n, body, first, last, out.data(), 1.0f);
-                              });
+    cpu::detail::parallel_for(
+        p, n, cpu::detail::range_elements(p), [&](std::uint64_t first, std::uint64_t last) {
+          seq::decode_range<false>(c, n, body, first, last, out.data() + first, 1.0f);
+        });
   }
 
   static void accumulate_body(const cpu::par_t& p, const sign& c, const payload_header& h,
@@ -186,47 +187,7 @@ template <> struct codec_impl<sign, cpu::par_t> {
       return seq::accumulate_body(cpu::seq, c, h, body, acc, weight);
     cpu::detail::parallel_for(
         p, n, cpu::detail::range_elements(p), [&](std::uint64_t first, std::uint64_t last) {
-          seq::decode_range<true>(c, n, body, first, last, acc.data(), weight);
-        });
-  }
-
-  static std::size_t roundtrip(const cpu::par_t& p, const sign& c, const context& ctx,
-                               std::span<float> x, std::span<std::byte> ws) {
-    const std::uint64_t n = x.size();
-    if (!cpu::detail::splits(p, n))
-      return seq::roundtrip(cpu::seq, c, ctx, x, ws);
-    const nonfinite_policy policy = ctx.on_nonfinite;
-    if (c.groups(n) == 1) {
-      std::size_t bad = 0;
-      const double sum = cpu::detail::parallel_canonical_chunked_sum(
-          p, n, bad, [&](std::uint64_t first, std::uint64_t m, std::size_t& count) {
-            return canonical_sum(m, [&](std::uint64_t i) {
-              return c.scale_term(screen(x[first + i], policy, count));
-            });
-          });
-      const float s = c.scale_from_sum(sum, n);
-      cpu::detail::parallel_for(
-          p, n, cpu::detail::range_elements(p), [&](std::uint64_t first, std::uint64_t last) {
-            std::size_t recount = 0; // counted with the sum
-            for (std::uint64_t i = first; i < last; ++i)
-              x[i] = sign::decode_value(sign::encode_bit(screen(x[i], policy, recount)), s);
-          });
-      return bad;
-    }
-    const std::uint64_t len = c.group_length(n);
-    return cpu::detail::parallel_sum(
-        p, c.groups(n), cpu::detail::group_step(p, len), [&](std::uint64_t g0, std::uint64_t g1) {
-          std::size_t bad = 0;
-          std::size_t recount = 0;
-          for (std::uint64_t g = g0; g < g1; ++g) {
-            const std::uint64_t first = g * len;
-            const std::uint64_t m = n - first < len ? n - first : len;
-            const float s = seq::group_scale(
-                c, m, [&](std::uint64_t i) { return screen(x[first + i], policy, bad); });
-            for (std::uint64_t i = first; i < first + m; ++i)
-              x[i] = sign::decode_value(sign::encode_bit(screen(x[i], policy, recount)), s);
-          }
-          return bad;
+          seq::decode_range<true>(c, n, body, first, last, acc.data() + first, weight);
         });
   }
 

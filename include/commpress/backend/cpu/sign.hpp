@@ -18,26 +18,18 @@
 #include "commpress/backend/cpu/detail/sign_kernels.hpp"
 #include "commpress/backend/cpu/policy.hpp"
 #include "commpress/compress/sign.hpp"
-#include "commpress/core/canonical_sum.hpp"
 #include "commpress/core/context.hpp"
 #include "commpress/core/dtype.hpp"
-#include "commpress/format/bit_packing.hpp"
 
 namespace commpress::detail {
 
 template <> struct codec_impl<sign, cpu::seq_t> {
-  /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl).
+  /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl): roundtrip is
+  /// an encode into the workspace and a decode, which take the vector passes.
   static constexpr bool hashes_body = false;
-  static constexpr bool custom_roundtrip = true;
+  static constexpr bool custom_roundtrip = false;
 
   static std::uint64_t workspace_bytes(const sign&, std::uint64_t) { return 0; }
-
-  /// Scale of a group of m elements; load(i) returns element i of the group, already screened
-  /// by the non-finite policy.
-  template <class Load> static float group_scale(const sign& c, std::uint64_t m, Load&& load) {
-    return c.scale_from_sum(
-        canonical_chunked_sum(m, [&](std::uint64_t i) { return c.scale_term(load(i)); }), m);
-  }
 
   /// cpu::detail::sign_group for c's scale and ctx's policy: writes the bits of m elements from
   /// bit `bit_offset` of `bits` and returns the canonical chunked sum of their terms.
@@ -81,8 +73,8 @@ template <> struct codec_impl<sign, cpu::seq_t> {
     return encode_groups(c, ctx, in, body, 0, c.groups(in.size()));
   }
 
-  /// Decodes the elements [first, last) of an n-element body into out (T = float, or any T for
-  /// decode) or, Accumulate, adds weight times each value to it.
+  /// Decodes the elements [first, last) of an n-element body into out[0, last - first) (T =
+  /// float, or any T for decode) or, Accumulate, adds weight times each value to it.
   template <bool Accumulate, element T>
   static void decode_range(const sign& c, std::uint64_t n, const unsigned char* body,
                            std::uint64_t first, std::uint64_t last, T* out, float weight) {
@@ -104,7 +96,8 @@ template <> struct codec_impl<sign, cpu::seq_t> {
       }
       const std::uint64_t begin = first > g * len ? first : g * len;
       const std::uint64_t end = last < (g + 1) * len ? last : (g + 1) * len;
-      cpu::detail::sign_values<Accumulate>(bits, begin, end, positive, flip, weight, out);
+      cpu::detail::sign_values<Accumulate>(bits, begin, end, positive, flip, weight,
+                                           out + (begin - first));
     }
   }
 
@@ -118,25 +111,6 @@ template <> struct codec_impl<sign, cpu::seq_t> {
                               const unsigned char* body, std::span<float> acc, float weight) {
     decode_range<true>(c, acc.size(), body, 0, acc.size(), acc.data(), weight);
   }
-
-  /// In place: each group's scale is computed before any of its elements is overwritten, and
-  /// groups are disjoint.
-  static std::size_t roundtrip(const cpu::seq_t&, const sign& c, const context& ctx,
-                               std::span<float> x, std::span<std::byte>) {
-    const std::uint64_t n = x.size();
-    const std::uint64_t len = c.group_length(n);
-    std::size_t bad = 0;
-    std::size_t recount = 0;
-    for (std::uint64_t g = 0; g < c.groups(n); ++g) {
-      const std::uint64_t first = g * len;
-      const std::uint64_t m = n - first < len ? n - first : len;
-      const float s = group_scale(
-          c, m, [&](std::uint64_t i) { return screen(x[first + i], ctx.on_nonfinite, bad); });
-      for (std::uint64_t i = first; i < first + m; ++i)
-        x[i] = sign::decode_value(sign::encode_bit(screen(x[i], ctx.on_nonfinite, recount)), s);
-    }
-    return bad;
-  }
 };
 
 } // namespace commpress::detail
@@ -147,13 +121,8 @@ namespace commpress::cpu::detail {
 /// what a transform adapter (backend/cpu/rotated.hpp) takes back window by window.
 inline void decode_values(const sign& c, std::uint64_t n, const unsigned char* body,
                           std::uint64_t first, std::uint64_t last, float* dst) {
-  if (first >= last)
-    return;
-  const std::uint64_t len = c.group_length(n);
-  const unsigned char* bits = body + 4 * c.groups(n);
-  for (std::uint64_t i = first; i < last; ++i)
-    dst[i - first] = sign::decode_value(commpress::detail::unpack_one(bits, i, 1),
-                                        load_word<float>(body + 4 * (i / len)));
+  commpress::detail::codec_impl<sign, seq_t>::decode_range<false>(c, n, body, first, last, dst,
+                                                                  1.0f);
 }
 
 } // namespace commpress::cpu::detail

@@ -112,9 +112,9 @@ double sign_group(const T* COMMPRESS_RESTRICT x, std::uint64_t m,
 /// The values of the elements [first, last) of one group, bit i of the stream `bits` (LSB
 /// first) standing for element i: the bits of `positive` with `flip` xored in where the bit is
 /// 1 (sign::decode_value of either bit, in T's encoding: fp32 bits, or the 16-bit code of
-/// from_float<T>). Into out, or, Accumulate (fp32 only), out[i] = add_rn(out[i],
-/// mul_rn(weight, value)) (a NaN product leaves a NaN sum, so one canonicalisation gives those
-/// bits).
+/// from_float<T>). Into out[0, last - first), or, Accumulate (fp32 only), out[j] =
+/// add_rn(out[j], mul_rn(weight, value)) (a NaN product leaves a NaN sum, so one
+/// canonicalisation gives those bits).
 template <bool Accumulate, element T>
 inline void sign_values(const unsigned char* COMMPRESS_RESTRICT bits, std::uint64_t first,
                         std::uint64_t last, std::uint32_t positive, std::uint32_t flip,
@@ -126,12 +126,12 @@ inline void sign_values(const unsigned char* COMMPRESS_RESTRICT bits, std::uint6
   const auto put = [&](std::uint64_t i) {
     const std::uint32_t bit = (bits[i >> 3] >> (i & 7u)) & 1u;
     const std::uint32_t word = positive ^ (flip & (0u - bit));
+    T& o = out[i - first];
     if constexpr (fp32) {
       const float v = commpress::detail::bits_to_float(word);
-      out[i] =
-          Accumulate ? commpress::detail::add_rn(out[i], commpress::detail::mul_rn(weight, v)) : v;
+      o = Accumulate ? commpress::detail::add_rn(o, commpress::detail::mul_rn(weight, v)) : v;
     } else {
-      out[i] = T{static_cast<std::uint16_t>(word)};
+      o = T{static_cast<std::uint16_t>(word)};
     }
   };
   std::uint64_t i = first;
@@ -140,7 +140,8 @@ inline void sign_values(const unsigned char* COMMPRESS_RESTRICT bits, std::uint6
   const vu vpositive = splat_u32(positive);
   const vu vflip = splat_u32(flip);
   const vf vweight = splat(weight);
-  for (; i + lanes <= last; i += lanes) {
+  T* o = out + (i - first);
+  for (; i + lanes <= last; i += lanes, o += lanes) {
     std::uint32_t b = 0;
     std::memcpy(&b, bits + (i >> 3), lanes / 8);
     // The words are not named: with the portable layer, GCC then copied them through the
@@ -148,11 +149,10 @@ inline void sign_values(const unsigned char* COMMPRESS_RESTRICT bits, std::uint6
     if constexpr (fp32) {
       vf v = from_bits(xor_u32(vpositive, select(mask_from_bits(b), vflip, splat_u32(0))));
       if constexpr (Accumulate)
-        v = canonical_nan(add(load(out + i), mul(vweight, v)));
-      store(out + i, v);
+        v = canonical_nan(add(load(o), mul(vweight, v)));
+      store(o, v);
     } else {
-      store(out + i,
-            narrow_u16(xor_u32(vpositive, select(mask_from_bits(b), vflip, splat_u32(0)))));
+      store(o, narrow_u16(xor_u32(vpositive, select(mask_from_bits(b), vflip, splat_u32(0)))));
     }
   }
   for (; i < last; ++i)
