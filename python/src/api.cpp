@@ -200,16 +200,20 @@ struct call_arrays {
   const array_info* status_ptr() const { return has_status ? &status : nullptr; }
 };
 
+/// A host call's temporary workspace: uninitialised (a workspace is scratch, written before it
+/// is read), in floats so that it is 4-byte aligned, as required.
+using temporary_workspace = std::unique_ptr<float[]>;
+
 /// The caller's workspace, or a temporary of `need` bytes in `own` (host calls only; the CUDA
 /// entry points never allocate, so device calls must pass one).
 bytes workspace_or_own(const call_arrays& a, const policy_ref& p, std::uint64_t need,
-                       std::vector<float>& own) {
+                       temporary_workspace& own) {
   if (a.has_ws)
     return as_bytes(a.ws, "workspace");
   COMMPRESS_EXPECTS(p.k != policy_ref::kind::cuda, errc::invalid_argument, "python",
                     "device calls need a workspace= array of workspace_bytes() bytes");
-  own.assign((need + sizeof(float) - 1) / sizeof(float), 0.0f); // 4-byte aligned, as required
-  return {reinterpret_cast<std::byte*>(own.data()), static_cast<std::size_t>(need)};
+  own = std::make_unique_for_overwrite<float[]>((need + sizeof(float) - 1) / sizeof(float));
+  return {reinterpret_cast<std::byte*>(own.get()), static_cast<std::size_t>(need)};
 }
 
 void* status_pointer(const call_arrays& a) {
@@ -235,7 +239,7 @@ nb::object encode_codec(const any_codec& codec, const context& ctx, const in_arr
   return std::visit(
       [&](const auto& c) -> nb::object {
         using C = std::decay_t<decltype(c)>;
-        std::vector<float> own;
+        temporary_workspace own;
         const bytes ws = workspace_or_own(extra, p, codec_ops<C>::workspace_bytes(p, c, t.n), own);
         if (p.k == policy_ref::kind::cuda) {
           void* st = status_pointer(extra);
@@ -267,7 +271,7 @@ nb::object decode_codec(const any_codec& codec, const in_array& payload, const o
       [&](const auto& c) -> nb::object {
         using C = std::decay_t<decltype(c)>;
         if (p.k == policy_ref::kind::cuda) {
-          std::vector<float> own;
+          temporary_workspace own;
           const bytes ws = workspace_or_own(extra, p, 0, own);
           void* st = status_pointer(extra);
           nb::gil_scoped_release nogil;
@@ -298,7 +302,7 @@ nb::object accumulate_codec(const any_codec& codec, const in_array& payload, con
       [&](const auto& c) -> nb::object {
         using C = std::decay_t<decltype(c)>;
         if (p.k == policy_ref::kind::cuda) {
-          std::vector<float> own;
+          temporary_workspace own;
           const bytes ws = workspace_or_own(extra, p, 0, own);
           void* st = status_pointer(extra);
           nb::gil_scoped_release nogil;
@@ -325,7 +329,7 @@ nb::object roundtrip_codec(const any_codec& codec, const context& ctx, const out
   return std::visit(
       [&](const auto& c) -> nb::object {
         using C = std::decay_t<decltype(c)>;
-        std::vector<float> own;
+        temporary_workspace own;
         const bytes ws =
             workspace_or_own(extra, p, codec_ops<C>::workspace_bytes(p, c, v.size()), own);
         if (p.k == policy_ref::kind::cuda) {
@@ -397,7 +401,7 @@ step_result encode_pipeline(const any_pipeline& pipe, const nb::handle& state, c
         auto& st = state_as<typename F::sender_state>(state, "sender");
         array_info ids_info;
         const ids_span id = ids_for<F>(ids, ids_info);
-        std::vector<float> own;
+        temporary_workspace own;
         const bytes ws = workspace_or_own(extra, {}, ops::workspace_bytes(f, c, t.n), own);
         nb::gil_scoped_release nogil;
         return ops::encode(f, c, st, ctx, id, t, payload, ws);
@@ -422,7 +426,7 @@ decode_result decode_pipeline(const any_pipeline& pipe, const nb::handle& state,
         auto& st = state_as<typename F::receiver_state>(state, "receiver");
         array_info ids_info;
         const ids_span id = ids_for<F>(ids, ids_info);
-        std::vector<float> own;
+        temporary_workspace own;
         const bytes ws = workspace_or_own(extra, {}, ops::workspace_bytes(f, c, t.n), own);
         nb::gil_scoped_release nogil;
         return ops::decode(f, c, st, id, bytes_in, t, ws);
@@ -451,7 +455,7 @@ decode_result accumulate_pipeline(const any_pipeline& pipe, const nb::handle& st
                             "ef21 accumulates into its receiver state: "
                             "decode_accumulate(pipe, state, payload, weight)");
           auto& st = state_as<ef21_state>(state, "receiver");
-          std::vector<float> own;
+          temporary_workspace own;
           const bytes ws = workspace_or_own(extra, {}, ops::workspace_bytes(f, c, st.size()), own);
           nb::gil_scoped_release nogil;
           return ops::decode_accumulate(f, c, st, bytes_in, {}, weight, ws);

@@ -26,12 +26,14 @@ std::vector<float> grad(std::size_t n, std::uint64_t step, std::uint64_t rank = 
   return x;
 }
 
+/// Step t's payload from `st`, written into a payload buffer and a workspace that held `fill` in
+/// every byte.
 template <class Pipe>
 bytes send(const Pipe& pipe, typename Pipe::sender_state& st, std::uint64_t t,
-           std::uint64_t rank = 0) {
+           std::uint64_t rank = 0, std::byte fill = std::byte{0}) {
   const std::size_t n = 333;
   const auto g = grad(n, t, rank);
-  bytes p(pipe.max_payload_bytes(n)), ws(pipe.workspace_bytes(n));
+  bytes p(pipe.max_payload_bytes(n), fill), ws(pipe.workspace_bytes(n), fill);
   const auto r = cp::encode(cp::cpu::seq, pipe, st, {.seed = 2, .step = t, .tensor_id = 8},
                             std::span<const float>(g), std::span(p), std::span(ws));
   CHECK(r.bytes == p.size());
@@ -83,6 +85,24 @@ TEST_SUITE("pipeline") {
       got.push_back(send(ep, e2, t));
     }
     CHECK(got == ref);
+  }
+
+  TEST_CASE("pipeline: what the workspace held before changes no payload byte of any step") {
+    // The workspace is scratch (a caller's buffer, or the Python binding's uninitialised
+    // temporary): the feedback policies and the fused steps write it before they read it.
+    const auto check = [](const auto& pipe) {
+      auto zeroed = pipe.make_state(333);
+      auto filled = pipe.make_state(333);
+      for (std::uint64_t t = 0; t < 3; ++t)
+        CHECK(send(pipe, filled, t, 0, std::byte{0xa5}) == send(pipe, zeroed, t));
+    };
+    check(cp::pipeline<cp::ef, cp::quantize>{{}, {.bits = 4, .group = 64}});
+    check(cp::pipeline<cp::ef, cp::quantize>{{}, {.bits = 3, .group = 100}});
+    check(cp::pipeline<cp::ef, cp::top_k>{{}, {.fraction = 0.1f}});
+    check(cp::pipeline<cp::ef21, cp::quantize>{{}, {.bits = 4}});
+    check(cp::pipeline<cp::loco<cp::store_int8>, cp::quantize>{{.beta = 0.8f},
+                                                               {.bits = 4, .group = 64}});
+    check(cp::pipeline<cp::loco<cp::store_bf16>, cp::top_k>{{}, {.fraction = 0.1f}});
   }
 
   TEST_CASE("pipeline: decode_accumulate averages the workers' compressed gradients") {

@@ -38,6 +38,20 @@ template <class C> std::vector<std::byte> encode_once(const C& c, const cp::cont
   return out;
 }
 
+/// The payload of tensor() under `policy`, written into an output and a workspace that held
+/// `fill` in every byte: the bytes encode returned, without the output's untouched rest.
+template <class Policy, class C>
+std::vector<std::byte> encode_over(const Policy& policy, const C& c, const cp::context& ctx,
+                                   std::byte fill) {
+  const std::vector<float> x = tensor();
+  std::vector<std::byte> out(cp::max_payload_bytes(c, n), fill);
+  std::vector<std::byte> ws(cp::workspace_bytes(policy, c, n), fill);
+  const cp::encode_result r =
+      cp::encode(policy, c, ctx, std::span<const float>(x), std::span(out), std::span(ws));
+  out.resize(r.bytes);
+  return out;
+}
+
 std::vector<std::byte> body(const std::vector<std::byte>& payload) {
   return {payload.begin() + cp::format::header_bytes, payload.end()};
 }
@@ -70,6 +84,28 @@ TEST_SUITE("reliability") {
         tb.join();
         CHECK(a == reference);
         CHECK(b == reference);
+      });
+    }
+  }
+
+  TEST_CASE("codecs: what the workspace and the output held before changes no payload byte or "
+            "decoded value, under seq and par") {
+    // The workspace is scratch (a caller's buffer, or the Python binding's uninitialised
+    // temporary): nothing may read it before writing it.
+    const cp::cpu::par_t par{.threads = 3, .grain = 64};
+    for (std::size_t id = 0; id < rel::config_count; ++id) {
+      CAPTURE(id);
+      rel::with_config(id, [&](const auto& c, bool) {
+        const cp::context ctx{.seed = 8, .step = 2, .tensor_id = 3};
+        const auto reference = encode_over(cp::cpu::seq, c, ctx, std::byte{0});
+        CHECK(encode_over(cp::cpu::seq, c, ctx, std::byte{0xa5}) == reference);
+        CHECK(encode_over(par, c, ctx, std::byte{0xff}) == reference);
+        std::vector<float> decoded(n);
+        cp::decode(cp::cpu::seq, c, std::span<const std::byte>(reference), std::span(decoded));
+        std::vector<float> x = tensor();
+        std::vector<std::byte> ws(cp::workspace_bytes(cp::cpu::seq, c, n), std::byte{0x5a});
+        cp::roundtrip(cp::cpu::seq, c, ctx, std::span(x), std::span(ws));
+        CHECK(std::memcmp(x.data(), decoded.data(), 4 * n) == 0);
       });
     }
   }
