@@ -29,7 +29,7 @@
 ///   format/bit_packing.hpp; B = 0: the width is a run-time argument);
 ///   narrow_u16, splat_u16, select and store of vh, load_u16, and where COMMPRESS_SIMD_F16C is
 ///   defined half_bits / from_half (hardware fp16 conversion);
-/// - compaction: compress_store (all lanes written), compress_store_exact;
+/// - compaction: compress_store (may write every lane), compress_store_exact;
 /// - fp64 lanes for canonical sums: `vd` (`lanes_f64` = lanes / 2 doubles), zero_f64,
 ///   widen_low / widen_high (an fp32 vector's first or second half, exactly), add_f64, mul_f64,
 ///   store;

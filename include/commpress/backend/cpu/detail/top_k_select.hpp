@@ -230,8 +230,9 @@ sampled_top_k top_k_sampled(const T* COMMPRESS_RESTRICT x, std::uint64_t d, std:
         most = max_u32(most, key);
         above_lanes = count_lanes(above_lanes, gt_i32(key, hi));
         // Stored whether or not any lane hit: which blocks hold a candidate is random, and a
-        // mispredicted branch costs more than the stores (bench/README.md, "Figures behind the
-        // code comments").
+        // mispredicted branch costs more than a compress instruction's stores (bench/README.md,
+        // "Figures behind the code comments"); the portable layer, without one, branches on
+        // the selected lanes inside compress_store.
         const vm hit = gt_i32(key, below_lo);
         if (bitmap != nullptr) { // at is a multiple of lanes: whole bytes, element at in bit 0
           const std::uint32_t hit_bits = mask_bits(hit);

@@ -548,14 +548,14 @@ COMMPRESS_FORCEINLINE vu load_u16(const void* p) {
 }
 
 // --- compaction ------------------------------------------------------------------------------
-/// Stores the lanes of a selected by m at dst[0..count) in lane order and returns count;
-/// writes dst[0..lanes) (branch-free: every lane is written, kept if selected).
+/// Stores the lanes of a selected by m at dst[0..count) in lane order and returns count; may
+/// write dst[0..lanes). Lane by lane over the selected lanes only: without a compress
+/// instruction, a store per lane costs more than the selections callers make (a top-k's
+/// candidates are a few lanes in most vectors, and none in many).
 COMMPRESS_FORCEINLINE unsigned compress_store(std::uint32_t* dst, vm m, vu a) {
   unsigned k = 0;
-  for (std::size_t j = 0; j < lanes; ++j) {
-    dst[k] = a.v[j];
-    k += m.v[j] & 1u;
-  }
+  for (std::uint32_t b = mask_bits(m); b != 0; b &= b - 1)
+    dst[k++] = a.v[std::countr_zero(b)];
   return k;
 }
 /// As compress_store, writing only dst[0..count).
