@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
   register_codec("quantize_8bit_block128", cp::quantize{.bits = 8, .group = 128});
   register_codec("quantize_4bit_block128", cp::quantize{.bits = 4, .group = 128});
   register_codec("quantize_2bit_block128", cp::quantize{.bits = 2, .group = 128});
-  // every second block of 100 starts four elements past a byte of codes
+  // every second block of 100 starts four elements into a group of eight codes
   register_codec("quantize_4bit_block100", cp::quantize{.bits = 4, .group = 100});
   register_codec("quantize_4bit_block128_stochastic",
                  cp::quantize{.bits = 4, .group = 128, .round = rounding::stochastic});

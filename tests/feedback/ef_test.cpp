@@ -85,6 +85,8 @@ TEST_SUITE("feedback") {
     check_ef_identities(cp::top_k{.fraction = 0.1f}, 1000, 40);
     check_ef_identities(cp::quantize{.bits = 2}, 1000, 40);
     check_ef_identities(cp::quantize{.bits = 4, .round = cp::rounding::stochastic}, 1000, 40);
+    // blocks that start off a multiple of 8 (the unfused step: encode, decode_accumulate)
+    check_ef_identities(cp::quantize{.bits = 3, .group = 100}, 1000, 40);
   }
 
   TEST_CASE("ef: with the identity codec the residual stays 0 and the output equals g") {

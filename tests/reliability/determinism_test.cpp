@@ -38,14 +38,13 @@ template <class C> std::vector<std::byte> encode_once(const C& c, const cp::cont
   return out;
 }
 
-/// The payload of tensor() under `policy`, written into an output and a workspace that held
-/// `fill` in every byte: the bytes encode returned, without the output's untouched rest.
+/// The payload of x under `policy`, written into an output and a workspace that held `fill` in
+/// every byte: the bytes encode returned, without the output's untouched rest.
 template <class Policy, class C>
 std::vector<std::byte> encode_over(const Policy& policy, const C& c, const cp::context& ctx,
-                                   std::byte fill) {
-  const std::vector<float> x = tensor();
-  std::vector<std::byte> out(cp::max_payload_bytes(c, n), fill);
-  std::vector<std::byte> ws(cp::workspace_bytes(policy, c, n), fill);
+                                   const std::vector<float>& x, std::byte fill) {
+  std::vector<std::byte> out(cp::max_payload_bytes(c, x.size()), fill);
+  std::vector<std::byte> ws(cp::workspace_bytes(policy, c, x.size()), fill);
   const cp::encode_result r =
       cp::encode(policy, c, ctx, std::span<const float>(x), std::span(out), std::span(ws));
   out.resize(r.bytes);
@@ -97,9 +96,10 @@ TEST_SUITE("reliability") {
       CAPTURE(id);
       rel::with_config(id, [&](const auto& c, bool) {
         const cp::context ctx{.seed = 8, .step = 2, .tensor_id = 3};
-        const auto reference = encode_over(cp::cpu::seq, c, ctx, std::byte{0});
-        CHECK(encode_over(cp::cpu::seq, c, ctx, std::byte{0xa5}) == reference);
-        CHECK(encode_over(par, c, ctx, std::byte{0xff}) == reference);
+        const std::vector<float> x0 = tensor();
+        const auto reference = encode_over(cp::cpu::seq, c, ctx, x0, std::byte{0});
+        CHECK(encode_over(cp::cpu::seq, c, ctx, x0, std::byte{0xa5}) == reference);
+        CHECK(encode_over(par, c, ctx, x0, std::byte{0xff}) == reference);
         std::vector<float> decoded(n);
         cp::decode(cp::cpu::seq, c, std::span<const std::byte>(reference), std::span(decoded));
         std::vector<float> x = tensor();
@@ -107,6 +107,26 @@ TEST_SUITE("reliability") {
         cp::roundtrip(cp::cpu::seq, c, ctx, std::span(x), std::span(ws));
         CHECK(std::memcmp(x.data(), decoded.data(), 4 * n) == 0);
       });
+    }
+  }
+
+  TEST_CASE("codecs: top_k's sampled selection (rows of 65536 elements or more) reads no "
+            "workspace byte before writing it") {
+    // The selection keeps its candidates' keys in the workspace only on rows this long, which
+    // the table's 1000 elements do not reach: index lists, bitmaps, 16-bit and quantized values.
+    std::vector<float> x(70001);
+    const auto key = cp::make_rng_key(3, 1);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      x[i] = (cp::uniform_from_bits(cp::random_u32(key, 0, i)) - 0.5f) * (1.0f + i % 7);
+    const cp::context ctx{.seed = 8, .step = 2, .tensor_id = 3};
+    for (const cp::top_k& c :
+         {cp::top_k{.fraction = 0.01f}, cp::top_k{.fraction = 0.1f},
+          cp::top_k{.fraction = 0.01f, .values = cp::dtype::bf16},
+          cp::top_k{.fraction = 0.01f, .value_quantizer = {.bits = 2, .group = 64}}}) {
+      CAPTURE(c.fraction);
+      const auto reference = encode_over(cp::cpu::seq, c, ctx, x, std::byte{0});
+      CHECK(encode_over(cp::cpu::seq, c, ctx, x, std::byte{0xa5}) == reference);
+      CHECK(encode_over(cp::cpu::seq, c, ctx, x, std::byte{0xff}) == reference);
     }
   }
 

@@ -20,9 +20,11 @@
 
 #if defined(__GNUC__) || defined(__clang__)
 #define COMMPRESS_FORCEINLINE inline __attribute__((always_inline))
+#define COMMPRESS_NOINLINE inline __attribute__((noinline))
 #define COMMPRESS_RESTRICT __restrict__
 #else
 #define COMMPRESS_FORCEINLINE inline
+#define COMMPRESS_NOINLINE inline
 #define COMMPRESS_RESTRICT
 #endif
 

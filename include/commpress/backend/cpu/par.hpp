@@ -45,7 +45,6 @@
 #include "commpress/backend/cpu/random_k.hpp"
 #include "commpress/backend/cpu/sign.hpp"
 #include "commpress/backend/cpu/top_k.hpp"
-#include "commpress/core/canonical_sum.hpp"
 #include "commpress/core/context.hpp"
 #include "commpress/core/dtype.hpp"
 #include "commpress/core/math.hpp"

@@ -11,8 +11,9 @@
 /// Two layers:
 /// - Drivers walk the groups with the codec's configuration as run-time values. They form each
 ///   group's statistics and record, handle what the vector kernels do not (a group holding a
-///   NaN or Inf, per-column scales, a group's elements before its first multiple of 8) one
-///   element at a time, and hand runs of whole groups to the kernels; half-precision elements
+///   NaN or Inf, per-column scales, a group's elements before its first multiple of 8, and
+///   encode's past its last) one element at a time, and hand each group's run from its first
+///   multiple of 8 to the kernels; half-precision elements
 ///   reach them widened to fp32 a batch at a time (a batch of short groups, or of one long
 ///   group's elements), and leave them through a buffer. Only the element type is a template
 ///   parameter.
@@ -569,7 +570,6 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
     // groups at a time; any other group (longer, or of a length that is not a multiple of 8)
     // on its own.
     const bool batched = c.len % 8 == 0 && c.len <= batch_elements;
-    const std::size_t per_batch = batched ? batch_elements / c.len : 1;
     const encode_kernel kernel = encode_kernel_for(c);
     std::size_t g = first_group;
     // A 16-bit input goes through the kernels widened into `wide`: a batch of whole groups at
@@ -596,6 +596,7 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
     for (std::size_t begin = first_group * c.len; begin < stop;) {
       const std::size_t end = n - begin < c.len ? n : begin + c.len; // of the group at begin
       if (batched) { // a batch of groups through the kernel
+        const std::size_t per_batch = batch_elements / c.len;
         // x holds the elements from `origin` on, xn of them.
         const float* x;
         std::size_t origin = 0;
@@ -630,7 +631,7 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
           begin = e;
           continue;
         }
-      } else {
+      } else if (end - begin >= vector_tail_min) {
         // One group: its statistics from the input's lanes; its codes one by one up to its
         // first whole eight, through the kernel (a batch of widened elements at a time for a
         // 16-bit input) up to its last, and one by one after that.
@@ -660,7 +661,8 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
           continue;
         }
       }
-      // One group element by element: it holds a NaN or Inf, or it is a wide asymmetric group.
+      // One group element by element: it holds a NaN or Inf, it is a wide asymmetric group, or
+      // it is too short for the kernels to pay.
       float s0 = stat0_init(c.range);
       float s1 = stat1_init;
       const std::size_t bad_before = bad;
@@ -705,26 +707,35 @@ void decode_each(const config& c, bool column, const unsigned char* body, std::s
   }
 }
 
+/// Whether decode hands block and tensor groups to the kernels: groups shorter than
+/// vector_tail_min that start off a multiple of 8 would reach them as runs too short to pay.
+inline bool decodes_in_runs(const config& c) {
+  return c.len % 8 == 0 || c.len >= vector_tail_min;
+}
+
 /// Walks the groups that hold elements [first, last) (block or tensor granularity; first and
 /// origin multiples of 8), in order: the runs of groups whose records the kernels serve go to
 /// on_runs(runs, count), at most Most at a time, their elements counted from `origin`; what
 /// the kernels do not take goes to one_by_one(begin, end), in element indices of the tensor: a
-/// group with a wide record (quantize::is_wide_record), and a group's elements before its first
-/// multiple of 8. The runs may be handed over after the elements that follow them.
+/// group with a wide record (quantize::is_wide_record), a group's elements before its first
+/// multiple of 8, and all of a group that starts off one with fewer than vector_tail_min
+/// after it. The runs may be handed over after the elements that follow them.
 template <std::size_t Most, class OnRuns, class OneByOne>
 void for_each_run(const config& c, const unsigned char* body, std::size_t first, std::size_t last,
                   std::size_t origin, OnRuns&& on_runs, OneByOne&& one_by_one) {
   value_run runs[Most];
   std::size_t count = 0;
-  // Group g holds the elements [g * len, (g + 1) * len); every run but the first starts at its
-  // group's first element, so g counts up (no division per group).
+  // Group g holds the elements [g * len, (g + 1) * len); every group but the first is entered
+  // at its first element, so g counts up (no division per group).
   for (std::size_t begin = first, g = first / c.len; begin < last; ++g) {
     const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
     const quantize::record rec = load_record(c.range, body, g);
     if (quantize::is_wide_record(c.range, rec)) {
       one_by_one(begin, e);
     } else {
-      const std::size_t head = first_whole_eight(begin, e);
+      std::size_t head = first_whole_eight(begin, e);
+      if (head != begin && e - head < vector_tail_min) // short: the kernel would go one by one
+        head = e;
       if (head != begin)
         one_by_one(begin, head);
       if (head != e) {
@@ -745,8 +756,8 @@ void for_each_run(const config& c, const unsigned char* body, std::size_t first,
 inline void decode_values(const config& c, bool column, const unsigned char* body,
                           std::size_t first, std::size_t last, float* dst) {
   const auto put = [&](std::size_t i, float v) { dst[i - first] = v; };
-  if (column) {
-    decode_each(c, true, body, first, last, put);
+  if (column || !decodes_in_runs(c)) {
+    decode_each(c, column, body, first, last, put);
     return;
   }
   const std::size_t start = first_whole_eight(first, last);
@@ -783,7 +794,7 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
       out[i] = from_float<T>(v);
   };
   if constexpr (std::is_same_v<T, float>) {
-    if (!column) {
+    if (!column && decodes_in_runs(c)) {
       const decode_kernel kernel = decode_kernel_for<Accumulate>(c);
       // A large output is streamed where its runs start a multiple of 16 floats apart.
       std::optional<streamed_runs<float>> stream;
@@ -803,7 +814,7 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
         stream->finish();
       return;
     }
-  } else if (!column) {
+  } else if (!column && decodes_in_runs(c)) {
     // A 16-bit output: a window of values at a time into a buffer, whose values
     // store_elements_64 converts as from_float does (through `stream` for a large output: its
     // runs all start a multiple of 64 elements from `first`).
@@ -894,7 +905,7 @@ inline std::size_t roundtrip(const quantize& q, const context& ctx, std::span<fl
     const std::size_t e = n - begin < c.len ? n : begin + c.len;
     float s0 = stat0_init(c.range);
     float s1 = stat1_init;
-    if (group_statistics(c.range, x.data(), n, begin, e, s0, s1)) {
+    if (e - begin >= vector_tail_min && group_statistics(c.range, x.data(), n, begin, e, s0, s1)) {
       // From the group's first multiple of 8 to its last, codes a chunk at a time into
       // `packed`, and back; the elements before and after, one by one.
       const quantize::coder k = quantize::make_coder(c.range, c.bits, s0, s1);

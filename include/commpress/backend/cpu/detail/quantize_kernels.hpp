@@ -6,9 +6,9 @@
 /// The inner loops of the CPU quantizer on the vector layer: codes of a run of elements
 /// computed and packed 64 at a time, codes decoded 64 at a time, and the error-feedback step
 /// fused with the codes. Each computes exactly the per-element expressions of
-/// compress/quantize.hpp, with the same roundings in the same order (the fused step's tail of
-/// fewer than 64 elements calls those definitions themselves), so the bytes do not depend on
-/// the instruction set.
+/// compress/quantize.hpp, with the same roundings in the same order (tails of fewer than
+/// vector_tail_min elements, and the fused step's tail of fewer than 64, call those definitions
+/// themselves), so the bytes do not depend on the instruction set.
 ///
 /// Kernels take the code width as a template parameter B where the vector layer packs it in
 /// registers (2, 4, 8) and B = 0 with the width as an argument otherwise (packing.hpp).
@@ -32,6 +32,11 @@ using commpress::detail::error_update;
 
 /// Elements per chunk of the code kernels: their random words and byte buffers stay in L1.
 inline constexpr std::size_t code_chunk = 256;
+
+/// The fewest elements left after a kernel's last whole 64 that go through its vectors, from
+/// copies padded to 64; fewer take the per-element definitions, which cost less than a padded
+/// block for them (bench/README.md, "Groups off a byte of codes").
+inline constexpr std::size_t vector_tail_min = 16;
 
 /// The range of a kernel's Asym parameter.
 template <bool Asym>
@@ -124,6 +129,24 @@ COMMPRESS_FORCEINLINE void store_packed_any(simd::b64 c, unsigned char* out, uns
   }
 }
 
+/// encode_codes' last m elements (fewer than vector_tail_min, a multiple of 8) by the
+/// per-element definitions. Out of line: inlined there, this scalar loop left GCC building the
+/// portable layer's vector loop of the same function much slower (bench/README.md, "Groups
+/// off a byte of codes").
+template <unsigned B, bool Asym, bool Stochastic>
+COMMPRESS_NOINLINE void encode_codes_one_by_one(const float* COMMPRESS_RESTRICT x, std::size_t m,
+                                                unsigned b, quantize::coder coder,
+                                                const std::uint32_t* COMMPRESS_RESTRICT words,
+                                                unsigned char* COMMPRESS_RESTRICT out) {
+  alignas(64) std::uint8_t c[64];
+  for (std::size_t j = 0; j < m; ++j)
+    c[j] = static_cast<std::uint8_t>(
+        Stochastic ? quantize::encode_stochastic(range_of<Asym>, b, x[j], coder,
+                                                 uniform_from_bits(words[j]))
+                   : quantize::encode_nearest(range_of<Asym>, b, x[j], coder));
+  simd::pack_bytes<B>(c, b, out, static_cast<unsigned>(m / 8));
+}
+
 /// Codes of m elements (m a multiple of 8) of one group with coder `coder`, packed at out
 /// (element 0's code at bit 0): nearest, or stochastic on words[0..m) (the element's random
 /// word). prefetch(i) once per 16 elements of the vector part. B = 0: the width `bits` is
@@ -147,9 +170,12 @@ encode_codes(const float* COMMPRESS_RESTRICT x, std::size_t m, unsigned bits, qu
   }
   if (i == m)
     return;
+  const std::size_t rest = m - i;
+  if (rest < vector_tail_min)
+    return encode_codes_one_by_one<B, Asym, Stochastic>(
+        x + i, rest, b, coder, Stochastic ? words + i : nullptr, out + i / 8 * b);
   // The last m - i (a multiple of 8) through the same vectors, from copies padded with zeros
   // whose codes are not stored.
-  const std::size_t rest = m - i;
   alignas(64) float xs[64] = {};
   alignas(64) std::uint32_t ws[Stochastic ? 64 : 1] = {};
   std::memcpy(xs, x + i, rest * sizeof(float));
@@ -209,9 +235,19 @@ COMMPRESS_FORCEINLINE void decode_codes(const unsigned char* COMMPRESS_RESTRICT 
   }
   if (i == m)
     return;
+  const std::size_t rest = m - i;
+  if (rest < vector_tail_min) {
+    for (; i < m; ++i) {
+      const float v =
+          quantize::decode_value(range_of<Asym>, b, commpress::detail::unpack_one(in, i, b), rec);
+      out[i] = Mode == decode_mode::accumulate
+                   ? commpress::detail::add_rn(out[i], commpress::detail::mul_rn(weight, v))
+                   : v;
+    }
+    return;
+  }
   // The last m - i through the same vectors: their codes and (to accumulate) outputs copied into
   // buffers padded with zeros, whose values are not stored.
-  const std::size_t rest = m - i;
   alignas(64) unsigned char codes[64] = {};
   alignas(64) float values[64] = {};
   std::memcpy(codes, in + i / 8 * b, (rest * b + 7) / 8);

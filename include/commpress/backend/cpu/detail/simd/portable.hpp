@@ -548,23 +548,19 @@ COMMPRESS_FORCEINLINE vu load_u16(const void* p) {
 }
 
 // --- compaction ------------------------------------------------------------------------------
-/// Stores the lanes of a selected by m at dst[0..count) in lane order and returns count; may
-/// write dst[0..lanes). Lane by lane over the selected lanes only: without a compress
+/// Stores the lanes of a selected by m at dst[0..count) in lane order and returns count,
+/// writing nothing else. Lane by lane over the selected lanes only: without a compress
 /// instruction, a store per lane costs more than the selections callers make (a top-k's
 /// candidates are a few lanes in most vectors, and none in many).
-COMMPRESS_FORCEINLINE unsigned compress_store(std::uint32_t* dst, vm m, vu a) {
-  unsigned k = 0;
-  for (std::uint32_t b = mask_bits(m); b != 0; b &= b - 1)
-    dst[k++] = a.v[std::countr_zero(b)];
-  return k;
-}
-/// As compress_store, writing only dst[0..count).
 COMMPRESS_FORCEINLINE unsigned compress_store_exact(void* dst, vm m, vu a) {
   unsigned k = 0;
-  for (std::size_t j = 0; j < lanes; ++j)
-    if ((m.v[j] & 1u) != 0)
-      std::memcpy(static_cast<unsigned char*>(dst) + 4 * k++, &a.v[j], 4);
+  for (std::uint32_t b = mask_bits(m); b != 0; b &= b - 1)
+    std::memcpy(static_cast<unsigned char*>(dst) + 4 * k++, &a.v[std::countr_zero(b)], 4);
   return k;
+}
+/// As compress_store_exact (the vector layers' compress_store may write dst[0..lanes)).
+COMMPRESS_FORCEINLINE unsigned compress_store(std::uint32_t* dst, vm m, vu a) {
+  return compress_store_exact(dst, m, a);
 }
 
 // --- fp64 lanes: canonical sums --------------------------------------------------------------
