@@ -179,6 +179,14 @@ int main(int argc, char** argv) {
                               .granularity = scale_granularity::tensor,
                               .group = 0,
                               .range = quant_range::asymmetric});
+  // a scale per column of a 1024-column matrix (elements 1024 apart share it)
+  register_codec("quantize_4bit_column1024",
+                 cp::quantize{.bits = 4, .granularity = scale_granularity::column, .group = 1024});
+  register_codec("quantize_4bit_column1024_minmax",
+                 cp::quantize{.bits = 4,
+                              .granularity = scale_granularity::column,
+                              .group = 1024,
+                              .range = quant_range::asymmetric});
   register_codec("top_k_1pct", cp::top_k{.fraction = 0.01f});
   register_codec("top_k_10pct", cp::top_k{.fraction = 0.1f});
   // chunked top-k as DeMo / SparseLoCo send it: 2 of every 64 elements, 1-byte indices, and the

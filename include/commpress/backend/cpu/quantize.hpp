@@ -5,8 +5,8 @@
 /// @file
 /// CPU implementation of the quantize codec: the group pipeline of
 /// detail/quantize_groups.hpp over the whole tensor. Nothing needs a workspace: column
-/// statistics accumulate in the body's record slots (encode) or in a small tile on the stack
-/// (roundtrip).
+/// statistics accumulate in a tile of columns on the stack (encode of a multiple of 8 columns,
+/// and roundtrip) or in the body's record slots (encode of other column counts).
 
 #include <cstddef>
 #include <cstdint>

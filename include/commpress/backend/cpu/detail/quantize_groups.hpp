@@ -11,16 +11,19 @@
 /// Two layers:
 /// - Drivers walk the groups with the codec's configuration as run-time values. They form each
 ///   group's statistics and record, handle what the vector kernels do not (a group holding a
-///   NaN or Inf, per-column scales, a group's elements before its first multiple of 8, and
-///   encode's past its last) one element at a time, and hand each group's run from its first
-///   multiple of 8 to the kernels; half-precision elements
+///   NaN or Inf, per-column scales of a column count off a multiple of 8, a group's elements
+///   before its first multiple of 8, and encode's past its last) one element at a time, and
+///   hand each group's run from its first multiple of 8 to the kernels (per-column scales: a
+///   tile of columns, row by row); half-precision elements
 ///   reach them widened to fp32 a batch at a time (a batch of short groups, or of one long
 ///   group's elements), and leave them through a buffer. Only the element type is a template
 ///   parameter.
 /// - Kernels (templates on the code width, the range and the rounding, or on accumulation)
 ///   take whole runs: a batch of short blocks, or the chunks of one long group, so that a
-///   kernel is chosen once per batch of about 1024 elements rather than once per group. The
-///   code widths 2, 4 and 8 have kernels of their own; the others share one (B = 0).
+///   kernel is chosen once per batch of about 1024 elements rather than once per group; or one
+///   row's run of a tile of columns, each element with its column's coder or record. The code
+///   widths 2, 4 and 8 have kernels of their own; the others share one (B = 0), as column
+///   encode does for every width.
 /// Every path computes the per-element expressions of compress/quantize.hpp, so the bytes do
 /// not depend on which one ran.
 
@@ -482,6 +485,273 @@ inline error_kernel error_kernel_for(const config& c) {
 
 // --- drivers ------------------------------------------------------------------------------
 
+/// The value of every element in [first, last) of an n-element body, sink(i, value), in
+/// element order within each group: quantize::decode_value one element at a time.
+template <class Sink>
+void decode_each(const config& c, bool column, const unsigned char* body, std::size_t first,
+                 std::size_t last, Sink&& sink) {
+  const unsigned char* const codes = body + c.codes;
+  if (column) {
+    unpack_run(c.bits, first, last, codes, [&](std::size_t i, std::uint32_t code) {
+      sink(i, quantize::decode_value(c.range, c.bits, code, load_record(c.range, body, i % c.len)));
+    });
+    return;
+  }
+  for (std::size_t begin = first; begin < last;) {
+    const std::size_t g = begin / c.len;
+    const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
+    const quantize::record rec = load_record(c.range, body, g);
+    unpack_run(c.bits, begin, e, codes, [&](std::size_t i, std::uint32_t code) {
+      sink(i, quantize::decode_value(c.range, c.bits, code, rec));
+    });
+    begin = e;
+  }
+}
+
+// --- column scales --------------------------------------------------------------------------
+
+/// Columns of a column-scaled tensor taken together: their statistics, coders and records stay
+/// on the stack while every row passes, twice for encode (statistics, then codes), so a tile
+/// of a matrix of a few thousand rows is read the second time from L2.
+inline constexpr std::size_t column_tile = 256;
+
+/// Whether the column drivers serve a column-scaled tensor through the kernels: every row
+/// starts on a byte of codes (a multiple of 8 columns); otherwise its groups of eight codes
+/// straddle rows, and encode and decode go element by element.
+inline bool columns_in_tiles(const config& c) {
+  return c.len % 8 == 0;
+}
+
+/// Folds one row's run of a column tile, v[0, w), into each column's statistics as fold does
+/// (symmetric: key[j], the largest magnitude's bits; asymmetric: s0[j] = lo and s1[j] = hi),
+/// and every element's magnitude bits into `most` (a NaN or Inf sets it past 0x7f7fffff). Out
+/// of line and on fp32 only: one copy for every element type.
+COMMPRESS_NOINLINE void fold_column_run(quant_range r, const float* v, std::size_t w,
+                                        std::uint32_t* key, float* s0, float* s1,
+                                        std::uint32_t& most) {
+  using namespace simd;
+  const std::size_t whole = w / lanes * lanes; // the rest, fewer than lanes, one by one
+  vu most_lanes = splat_u32(0);
+  for (std::size_t j = 0; j < whole; j += lanes) {
+    const vf xv = load(v + j);
+    const vu m = magnitude_bits(xv);
+    if (r == sym) {
+      store(key + j, max_u32(load_u32(key + j), m));
+    } else {
+      most_lanes = max_u32(most_lanes, m);
+      store(s0 + j, min(xv, load(s0 + j))); // v < s0 ? v : s0
+      store(s1 + j, max(xv, load(s1 + j))); // v > s1 ? v : s1
+    }
+  }
+  std::uint32_t m_all = reduce_max_u32(most_lanes);
+  for (std::size_t j = whole; j < w; ++j) {
+    const std::uint32_t m = commpress::detail::float_to_bits(v[j]) & 0x7fffffffu;
+    m_all = m > m_all ? m : m_all;
+    if (r == sym)
+      key[j] = m > key[j] ? m : key[j];
+    else
+      fold(r, v[j], s0[j], s1[j]);
+  }
+  most = m_all > most ? m_all : most;
+}
+
+/// The statistics of columns [j0, j0 + w) (w at most column_tile) over the rows of x (rows x
+/// cols elements) into s0[j] and s1[j], each column folded in row order as fold does: absmax
+/// (s1 = 0), or lo and hi. False when one of them holds a NaN or Inf, or an asymmetric column
+/// is wide (quantize::is_wide): the tile then goes element by element.
+template <element T>
+bool column_statistics(quant_range r, const T* x, std::size_t rows, std::size_t cols,
+                       std::size_t j0, std::size_t w, float* s0, float* s1) {
+  constexpr bool fp32 = std::is_same_v<T, float>;
+  alignas(64) std::uint32_t key[column_tile];
+  alignas(64) float wide[fp32 ? 1 : column_tile];
+  for (std::size_t j = 0; j < w; ++j) {
+    key[j] = 0;
+    s0[j] = stat0_init(r);
+    s1[j] = stat1_init;
+  }
+  std::uint32_t most = 0;
+  for (std::size_t row = 0; row < rows; ++row) {
+    const T* v = x + row * cols + j0;
+    if constexpr (fp32) {
+      fold_column_run(r, v, w, key, s0, s1, most);
+    } else {
+      widen_elements(v, w, wide);
+      fold_column_run(r, wide, w, key, s0, s1, most);
+    }
+  }
+  for (std::size_t j = 0; j < w; ++j) {
+    if (r == sym) {
+      most = key[j] > most ? key[j] : most;
+      s0[j] = bits_to_float(key[j]);
+      s1[j] = 0.0f;
+    } else if (quantize::is_wide(r, s0[j], s1[j])) {
+      return false;
+    }
+  }
+  return most < 0x7f800000u;
+}
+
+/// column_statistics element by element, as encode's definition: each element screened (a NaN
+/// or Inf counted in `bad`, and set to 0 under zero_and_count), and under propagate a column
+/// holding one poisoned (NaN statistics).
+template <element T>
+void column_statistics_one_by_one(const config& c, const T* x, std::size_t rows, std::size_t j0,
+                                  std::size_t w, float* s0, float* s1, std::size_t& bad) {
+  const std::size_t cols = c.len;
+  const std::size_t bad_before = bad;
+  for (std::size_t j = 0; j < w; ++j) {
+    s0[j] = stat0_init(c.range);
+    s1[j] = stat1_init;
+  }
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t j = 0; j < w; ++j)
+      fold(c.range, screen(to_float(x[r * cols + j0 + j]), c.policy, bad), s0[j], s1[j]);
+  if (c.policy == nonfinite_policy::propagate && bad != bad_before)
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t j = 0; j < w; ++j)
+        if (!is_finite(to_float(x[r * cols + j0 + j])))
+          s0[j] = s1[j] = bits_to_float(0x7fc00000u);
+}
+
+/// The codes of one row's run of a column tile, x[0, m) (m a multiple of 8) of range r,
+/// element j with the constants inv[j] and lo[j], at the code of element `element` of the
+/// tensor (a multiple of 8; its random words from there).
+template <bool Stochastic>
+void encode_column_run(const float* x, std::size_t m, quant_range r, const float* inv,
+                       const float* lo, std::size_t element, const code_sink& out) {
+  alignas(64) std::uint32_t words[Stochastic ? 4 * (column_tile / 4 + philox_step_blocks) : 1];
+  if constexpr (Stochastic)
+    philox_words(out.key, out.step, (out.first_index + element) >> 2, m / 4, words);
+  encode_column_codes<0, Stochastic>(x, m, out.bits, r, inv, lo, words,
+                                     out.codes + element / 8 * out.bits);
+}
+
+/// Decodes one row's run of a column tile, m codes at `in` (m a multiple of 8), value j with
+/// the record {a[j], b[j]}, to out[0, m) as decode_column_codes does.
+template <bool Asym, decode_mode Mode>
+void decode_column_run(const unsigned char* in, std::size_t m, unsigned bits, const float* a,
+                       const float* b, float weight, float* out) {
+  decode_column_codes<Asym, Mode>(in, m, bits, a, b, weight, out);
+}
+
+// The column kernels take the code width at run time, choosing the packing of the widths 8, 4
+// and 2 per 64 codes, and encode's the range too (encode_column_codes): a kernel per width,
+// range, rounding and mode would charge every translation unit that quantizes the compile time
+// of some thirty more kernels, for a granularity less used than blocks.
+using encode_column_kernel = void (*)(const float*, std::size_t, quant_range, const float*,
+                                      const float*, std::size_t, const code_sink&);
+inline encode_column_kernel encode_column_kernel_for(const config& c) {
+  return c.stochastic ? &encode_column_run<true> : &encode_column_run<false>;
+}
+
+using decode_column_kernel = void (*)(const unsigned char*, std::size_t, unsigned, const float*,
+                                      const float*, float, float*);
+template <decode_mode Mode> decode_column_kernel decode_column_kernel_for(const config& c) {
+  return c.range == sym ? &decode_column_run<false, Mode> : &decode_column_run<true, Mode>;
+}
+
+/// Encodes a column-scaled tensor x (columns_in_tiles) a tile of columns at a time: the tile's
+/// statistics over every row, its records, then each row's run of codes through the column
+/// kernel; a tile that column_statistics refuses (a NaN or Inf, or a wide asymmetric column)
+/// element by element, as the per-element definitions, screening and counting each NaN or
+/// Inf. The codes are written out of order: a checksum hears of them once all are. Returns
+/// the NaN/Inf count.
+template <element T>
+std::size_t encode_columns(const config& c, const T* x, unsigned char* body, const code_sink& out,
+                           uniform_stream& u) {
+  const std::size_t cols = c.len;
+  const std::size_t rows = c.n / cols;
+  const encode_column_kernel kernel = encode_column_kernel_for(c);
+  constexpr bool fp32 = std::is_same_v<T, float>;
+  alignas(64) float wide[fp32 ? 1 : column_tile];
+  alignas(64) float s0[column_tile];
+  alignas(64) float s1[column_tile];
+  alignas(64) float inv[column_tile] = {}; // past w: zeros, read by the last 64's padded lanes
+  alignas(64) float lo[column_tile] = {};
+  quantize::coder k[column_tile];
+  std::size_t bad = 0;
+  std::size_t ignored = 0; // the second load of an element must not count it again
+  for (std::size_t j0 = 0; j0 < cols; j0 += column_tile) {
+    const std::size_t w = cols - j0 < column_tile ? cols - j0 : column_tile;
+    const bool served = column_statistics(c.range, x, rows, cols, j0, w, s0, s1);
+    if (!served)
+      column_statistics_one_by_one(c, x, rows, j0, w, s0, s1, bad);
+    for (std::size_t j = 0; j < w; ++j) {
+      store_record(c.range, body, j0 + j, quantize::make_record(c.range, c.bits, s0[j], s1[j]));
+      k[j] = quantize::make_coder(c.range, c.bits, s0[j], s1[j]);
+      inv[j] = k[j].inv;
+      lo[j] = k[j].lo;
+    }
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::size_t base = r * cols + j0;
+      if (served) {
+        if constexpr (fp32) {
+          kernel(x + base, w, c.range, inv, lo, base, out);
+        } else {
+          widen_elements(x + base, w, wide);
+          kernel(wide, w, c.range, inv, lo, base, out);
+        }
+      } else {
+        std::uint32_t buf[8]; // the run starts and ends on a multiple of 8: no group straddles
+        pack_run(c.bits, base, base + w, buf, out.codes, [&](std::size_t i) {
+          return code_of(c, screen(to_float(x[i]), c.policy, ignored), k[i - base], u, i);
+        });
+      }
+    }
+  }
+  out.progress(c.n);
+  return bad;
+}
+
+/// Decodes rows [r0, r1) of a column-scaled body (columns_in_tiles) into out, a tile of columns
+/// at a time: out = value, or with Accumulate out += weight * value, each row's run through
+/// the column kernel with the tile's records; a tile with a wide asymmetric record, or to store
+/// one with a NaN or Inf record, element by element (decode_each).
+template <bool Accumulate, element T, class Put>
+void decode_columns(const config& c, const unsigned char* body, T* out, float weight,
+                    std::size_t r0, std::size_t r1, Put&& put) {
+  const std::size_t cols = c.len;
+  const unsigned char* const codes = body + c.codes;
+  alignas(64) float a[column_tile] = {}; // past w: zeros, read by the last 64's padded lanes
+  alignas(64) float b[column_tile] = {};
+  alignas(64) float values[std::is_same_v<T, float> ? 1 : column_tile];
+  for (std::size_t j0 = 0; j0 < cols; j0 += column_tile) {
+    const std::size_t w = cols - j0 < column_tile ? cols - j0 : column_tile;
+    bool finite = true;
+    bool wide = false;
+    for (std::size_t j = 0; j < w; ++j) {
+      const quantize::record rec = load_record(c.range, body, j0 + j);
+      a[j] = rec.a;
+      b[j] = rec.b;
+      finite = finite && is_finite(rec.a) && is_finite(rec.b);
+      wide = wide || quantize::is_wide_record(c.range, rec);
+    }
+    // The store kernel leaves a NaN as computed (decode_mode::store): a tile with a NaN or Inf
+    // record, as a poisoned column's, is stored element by element, whose NaN is canonical.
+    if (wide || (!Accumulate && !finite)) {
+      for (std::size_t r = r0; r < r1; ++r)
+        decode_each(c, true, body, r * cols + j0, r * cols + j0 + w, put);
+      continue;
+    }
+    const decode_column_kernel kernel =
+        decode_column_kernel_for < Accumulate ? decode_mode::accumulate : decode_mode::store > (c);
+    for (std::size_t r = r0; r < r1; ++r) {
+      const std::size_t base = r * cols + j0;
+      if constexpr (std::is_same_v<T, float>) {
+        kernel(codes + base / 8 * c.bits, w, c.bits, a, b, weight, out + base);
+      } else {
+        kernel(codes + base / 8 * c.bits, w, c.bits, a, b, weight, values);
+        std::size_t j = 0;
+        for (; w - j >= 64; j += 64)
+          store_elements_64(out + base + j, values + j);
+        for (; j < w; ++j)
+          out[base + j] = from_float<T>(values[j]);
+      }
+    }
+  }
+}
+
 /// The statistics of group [begin, end) of a tensor of n elements, vectorized, as {s0, s1}
 /// (absmax, or lo and hi); false when the kernels do not serve the group: it holds a NaN or
 /// Inf, or it is a wide asymmetric group (quantize::is_wide), which is encoded on halves.
@@ -530,6 +800,8 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
     };
   };
 
+  if (q.granularity == scale_granularity::column && columns_in_tiles(c))
+    return encode_columns(c, in.data(), body, sink, u);
   if (q.granularity == scale_granularity::column) {
     // The record slots hold the column statistics until every code is written: symmetric
     // {absmax}, asymmetric {lo, hi}; then they are turned into records in place.
@@ -684,29 +956,6 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
   return bad;
 }
 
-/// The value of every element in [first, last) of an n-element body, sink(i, value), in
-/// element order within each group: quantize::decode_value one element at a time.
-template <class Sink>
-void decode_each(const config& c, bool column, const unsigned char* body, std::size_t first,
-                 std::size_t last, Sink&& sink) {
-  const unsigned char* const codes = body + c.codes;
-  if (column) {
-    unpack_run(c.bits, first, last, codes, [&](std::size_t i, std::uint32_t code) {
-      sink(i, quantize::decode_value(c.range, c.bits, code, load_record(c.range, body, i % c.len)));
-    });
-    return;
-  }
-  for (std::size_t begin = first; begin < last;) {
-    const std::size_t g = begin / c.len;
-    const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
-    const quantize::record rec = load_record(c.range, body, g);
-    unpack_run(c.bits, begin, e, codes, [&](std::size_t i, std::uint32_t code) {
-      sink(i, quantize::decode_value(c.range, c.bits, code, rec));
-    });
-    begin = e;
-  }
-}
-
 /// Whether decode hands block and tensor groups to the kernels: groups shorter than
 /// vector_tail_min that start off a multiple of 8 would reach them as runs too short to pay.
 inline bool decodes_in_runs(const config& c) {
@@ -793,6 +1042,16 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
     else
       out[i] = from_float<T>(v);
   };
+  if (column && columns_in_tiles(c)) {
+    // Whole rows through the tiles; a part of a row at either end element by element.
+    const std::size_t r0 = (first + c.len - 1) / c.len;
+    const std::size_t r1 = last / c.len;
+    if (r0 >= r1)
+      return decode_each(c, true, body, first, last, put);
+    decode_each(c, true, body, first, r0 * c.len, put);
+    decode_columns<Accumulate>(c, body, out, weight, r0, r1, put);
+    return decode_each(c, true, body, r1 * c.len, last, put);
+  }
   if constexpr (std::is_same_v<T, float>) {
     if (!column && decodes_in_runs(c)) {
       const decode_kernel kernel = decode_kernel_for<Accumulate>(c);
@@ -844,14 +1103,68 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
   decode_each(c, column, body, first, last, put);
 }
 
+/// roundtrip of a column-scaled tensor, a tile of columns at a time as encode_columns: each
+/// row's run encoded into a buffer by the column kernel and decoded back, or element by element
+/// where encode_columns goes so (a tile column_statistics refuses, or rows off a byte of codes).
+inline std::size_t roundtrip_columns(const config& c, float* x, rng_key key, std::uint64_t step) {
+  const std::size_t cols = c.len;
+  const std::size_t rows = c.n / cols;
+  const encode_column_kernel encode_kernel = encode_column_kernel_for(c);
+  // A tile the kernels take has finite statistics, and so finite records.
+  const decode_column_kernel decode_kernel = decode_column_kernel_for<decode_mode::store>(c);
+  uniform_stream u{key, step};
+  alignas(64) float s0[column_tile];
+  alignas(64) float s1[column_tile];
+  alignas(64) float inv[column_tile] = {}; // past w: zeros, read by the last 64's padded lanes
+  alignas(64) float lo[column_tile] = {};
+  alignas(64) float a[column_tile] = {};
+  alignas(64) float b[column_tile] = {};
+  alignas(64) unsigned char packed[column_tile];
+  quantize::coder k[column_tile];
+  std::size_t bad = 0;
+  std::size_t ignored = 0;
+  for (std::size_t j0 = 0; j0 < cols; j0 += column_tile) {
+    const std::size_t w = cols - j0 < column_tile ? cols - j0 : column_tile;
+    const bool served =
+        columns_in_tiles(c) && column_statistics(c.range, x, rows, cols, j0, w, s0, s1);
+    if (!served)
+      column_statistics_one_by_one(c, x, rows, j0, w, s0, s1, bad);
+    for (std::size_t j = 0; j < w; ++j) {
+      const quantize::record rec = quantize::make_record(c.range, c.bits, s0[j], s1[j]);
+      k[j] = quantize::make_coder(c.range, c.bits, s0[j], s1[j]);
+      inv[j] = k[j].inv;
+      lo[j] = k[j].lo;
+      a[j] = rec.a;
+      b[j] = rec.b;
+    }
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::size_t base = r * cols + j0;
+      if (served) {
+        encode_kernel(x + base, w, c.range, inv, lo, 0,
+                      {c.bits, key, step, base, packed, nullptr, 0});
+        decode_kernel(packed, w, c.bits, a, b, 1.0f, x + base);
+      } else {
+        for (std::size_t j = 0; j < w; ++j) {
+          const std::uint32_t code =
+              code_of(c, screen(x[base + j], c.policy, ignored), k[j], u, base + j);
+          x[base + j] = quantize::decode_value(c.range, c.bits, code, {a[j], b[j]});
+        }
+      }
+    }
+  }
+  return bad;
+}
+
 /// x = decode(encode(x)) in place, without a payload. Returns the NaN/Inf count.
 inline std::size_t roundtrip(const quantize& q, const context& ctx, std::span<float> x) {
   const std::size_t n = x.size();
   if (n == 0)
     return 0;
   const config c(q, ctx.on_nonfinite, n);
-  const bool poison = c.policy == nonfinite_policy::propagate;
   const rng_key key = ctx.key();
+  if (q.granularity == scale_granularity::column)
+    return roundtrip_columns(c, x.data(), key, ctx.step);
+  const bool poison = c.policy == nonfinite_policy::propagate;
   uniform_stream u{key, ctx.step};
   const float nan = bits_to_float(0x7fc00000u);
   std::size_t bad = 0;
@@ -860,44 +1173,6 @@ inline std::size_t roundtrip(const quantize& q, const context& ctx, std::span<fl
     const std::uint32_t code = code_of(c, screen(x[i], c.policy, ignored), k, u, i);
     x[i] = quantize::decode_value(c.range, c.bits, code, rec);
   };
-
-  if (q.granularity == scale_granularity::column) {
-    // Columns in tiles small enough for the stack: statistics over all rows, then the elements
-    // of the tile.
-    constexpr std::size_t tile = 64;
-    const std::size_t cols = c.len;
-    const std::size_t rows = n / cols;
-    for (std::size_t j0 = 0; j0 < cols; j0 += tile) {
-      const std::size_t w = cols - j0 < tile ? cols - j0 : tile;
-      float s0[tile];
-      float s1[tile];
-      for (std::size_t j = 0; j < w; ++j) {
-        s0[j] = stat0_init(c.range);
-        s1[j] = stat1_init;
-      }
-      const std::size_t bad_before = bad;
-      for (std::size_t r = 0; r < rows; ++r) {
-        const float* row = x.data() + r * cols + j0;
-        for (std::size_t j = 0; j < w; ++j)
-          fold(c.range, screen(row[j], c.policy, bad), s0[j], s1[j]);
-      }
-      if (poison && bad != bad_before)
-        for (std::size_t r = 0; r < rows; ++r)
-          for (std::size_t j = 0; j < w; ++j)
-            if (!is_finite(x[r * cols + j0 + j]))
-              s0[j] = s1[j] = nan;
-      quantize::coder k[tile];
-      quantize::record rec[tile];
-      for (std::size_t j = 0; j < w; ++j) {
-        k[j] = quantize::make_coder(c.range, c.bits, s0[j], s1[j]);
-        rec[j] = quantize::make_record(c.range, c.bits, s0[j], s1[j]);
-      }
-      for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t j = 0; j < w; ++j)
-          element_wise(r * cols + j0 + j, k[j], rec[j]);
-    }
-    return bad;
-  }
   const encode_kernel encode_chunk = encode_kernel_for(c);
   const decode_kernel decode_chunk = decode_kernel_for<false>(c);
   alignas(64) unsigned char packed[code_chunk];
