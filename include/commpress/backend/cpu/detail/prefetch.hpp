@@ -39,6 +39,21 @@ struct prefetch_stream {
   }
 };
 
+/// Asks for the cache lines of bytes [p, p + bytes) (for writing where Write), a pass over a
+/// tile of a matrix's columns does with the run it reads a few rows on: each row's run starts
+/// a page or more after the last, where the hardware prefetcher stops.
+template <bool Write = false>
+COMMPRESS_FORCEINLINE void prefetch_lines(const void* p, std::size_t bytes) {
+#if defined(__GNUC__) || defined(__clang__)
+  const char* const c = static_cast<const char*>(p);
+  for (std::size_t k = 0; k < bytes; k += 64)
+    __builtin_prefetch(c + k, Write ? 1 : 0, 3);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 /// The prefetch stream of a pass over x from element `first` up to element `end` (none for an
 /// element type other than fp32: the stream counts floats).
 template <element T> prefetch_stream ahead_of(const T* x, std::uint64_t first, std::uint64_t end) {

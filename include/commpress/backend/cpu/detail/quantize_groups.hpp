@@ -510,6 +510,9 @@ void decode_each(const config& c, bool column, const unsigned char* body, std::s
 
 // --- column scales --------------------------------------------------------------------------
 
+/// How many rows ahead the column drivers prefetch a tile's run (prefetch_lines).
+inline constexpr std::size_t column_rows_ahead = 4;
+
 /// Columns of a column-scaled tensor taken together: their statistics, coders and records stay
 /// on the stack while every row passes, twice for encode (statistics, then codes), so a tile
 /// of a matrix of a few thousand rows is read the second time from L2.
@@ -573,6 +576,8 @@ bool column_statistics(quant_range r, const T* x, std::size_t rows, std::size_t 
   std::uint32_t most = 0;
   for (std::size_t row = 0; row < rows; ++row) {
     const T* v = x + row * cols + j0;
+    if (row + column_rows_ahead < rows)
+      prefetch_lines(v + column_rows_ahead * cols, w * sizeof(T));
     if constexpr (fp32) {
       fold_column_run(r, v, w, key, s0, s1, most);
     } else {
@@ -686,6 +691,8 @@ std::size_t encode_columns(const config& c, const T* x, unsigned char* body, con
     for (std::size_t r = 0; r < rows; ++r) {
       const std::size_t base = r * cols + j0;
       if (served) {
+        if (r + column_rows_ahead < rows)
+          prefetch_lines(x + base + column_rows_ahead * cols, w * sizeof(T));
         if constexpr (fp32) {
           kernel(x + base, w, c.range, inv, lo, base, out);
         } else {
@@ -738,6 +745,10 @@ void decode_columns(const config& c, const unsigned char* body, T* out, float we
         decode_column_kernel_for < Accumulate ? decode_mode::accumulate : decode_mode::store > (c);
     for (std::size_t r = r0; r < r1; ++r) {
       const std::size_t base = r * cols + j0;
+      if (r + column_rows_ahead < r1) {
+        prefetch_lines(codes + (base + column_rows_ahead * cols) / 8 * c.bits, w * c.bits / 8);
+        prefetch_lines<true>(out + base + column_rows_ahead * cols, w * sizeof(T));
+      }
       if constexpr (std::is_same_v<T, float>) {
         kernel(codes + base / 8 * c.bits, w, c.bits, a, b, weight, out + base);
       } else {
