@@ -167,134 +167,154 @@ TEST_SUITE("compress") {
             "definition, for tiles of columns and column counts on and off a multiple of 8") {
     const float inf = std::numeric_limits<float>::infinity();
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    // 8 and 24 columns (fewer than a vector of lanes past a whole one), 264 and 520 (a tile of
-    // 256 and a part one), 33 and 300 (rows off a byte of codes: element by element).
-    // Each column count with finite inputs (every tile through the kernels) and with a NaN, an
-    // Inf and a wide asymmetric column (their tiles element by element).
-    for (std::size_t cols : {8u, 24u, 264u, 520u, 33u, 300u})
-      for (bool clean : {true, false}) {
-        const std::size_t rows = 37;
-        const std::size_t n = rows * cols;
-        std::vector<float> x = sample(n, 7);
-        if (!clean) {
-          x[5 * cols + 3] = nan; // column 3: a poisoned column in the first tile
-          if (cols > 260) {
-            x[2 * cols + 259] = -inf;          // column 259, in the second tile
-            x[0 * cols + 300 % cols] = -3e38f; // column 300 % cols: a wide asymmetric column
+    // 8, 24 and 72 columns (a vector of lanes past whole ones), 264, 328 and 520 (a tile of 256
+    // and a part one), 33 and 300 (rows off a byte of codes: element by element); one row and
+    // 37. Each with finite inputs (every tile through the kernels), with a NaN and an Inf (their
+    // tiles element by element), and with a wide asymmetric column alone.
+    for (std::size_t cols : {8u, 24u, 72u, 264u, 328u, 520u, 33u, 300u})
+      for (std::size_t rows : {37u, 1u})
+        for (int inputs : {0, 1, 2}) {
+          const bool clean = inputs == 0;
+          const std::size_t n = rows * cols;
+          std::vector<float> x = sample(n, 7);
+          // Columns of edge values: zeros of both signs in either order, a constant, an absmax
+          // whose inverse overflows (its codes the zero level), subnormals, and values near the
+          // float maximum of one sign (not wide).
+          for (std::size_t r = 0; r < rows; ++r) {
+            float* row = x.data() + r * cols;
+            row[1] = r % 2 == 0 ? -0.0f : 0.0f;
+            row[2] = 2.5f;
+            row[4] = r % 3 == 0 ? 0.0f : -0.0f;
+            row[5] = row[5] * 1e-38f;
+            row[6] = row[6] * 1e-41f;
+            row[7] = 3.3e38f - static_cast<float>(r) * 1e36f;
+          }
+          if (inputs == 1) {
+            x[(rows - 1) * cols + 3] = nan; // column 3: a poisoned column in the first tile
+            if (cols > 260)
+              x[(rows - 1) * cols + 259] = -inf; // column 259, in the second tile
+          }
+          if (inputs == 2 && rows > 1) { // column 300 % cols: a wide asymmetric column
+            x[0 * cols + 300 % cols] = -3e38f;
             x[1 * cols + 300 % cols] = 3e38f;
           }
-        }
-        for (auto policy : {cp::nonfinite_policy::propagate, cp::nonfinite_policy::zero_and_count})
-          for (auto range : {cp::quant_range::symmetric, cp::quant_range::asymmetric})
-            for (unsigned bits : {1u, 2u, 3u, 4u, 8u})
-              for (auto round : {cp::rounding::nearest, cp::rounding::stochastic}) {
-                if ((range == cp::quant_range::symmetric && bits == 1) ||
-                    (clean && policy != cp::nonfinite_policy::propagate))
-                  continue;
-                CAPTURE(cols);
-                CAPTURE(clean);
-                CAPTURE(policy);
-                CAPTURE(range);
-                CAPTURE(bits);
-                CAPTURE(round);
-                const cp::quantize q{.bits = bits,
-                                     .granularity = cp::scale_granularity::column,
-                                     .group = static_cast<std::uint32_t>(cols),
-                                     .range = range,
-                                     .round = round};
-                const cp::context ctx{.seed = 3, .step = 9, .tensor_id = 4, .on_nonfinite = policy};
-                const auto payload = encode_all(q, ctx, x);
-                const unsigned char* body = body_of(payload);
-                const std::size_t record_bytes = q.record_bytes();
-                const unsigned char* codes = body + record_bytes * cols;
-                const bool zero = policy == cp::nonfinite_policy::zero_and_count;
-                const auto screened = [&](float v) { return zero && !std::isfinite(v) ? 0.0f : v; };
-                std::size_t mismatches = 0;
-                for (std::size_t j = 0; j < cols; ++j) {
-                  // The definition's statistics, in row order: absmax, or min and max by first
-                  // occurrence; a NaN or Inf poisons its column unless screened to 0.
-                  float s0 = range == cp::quant_range::symmetric ? 0.0f : inf;
-                  float s1 = -inf;
-                  bool poisoned = false;
-                  for (std::size_t r = 0; r < rows; ++r) {
-                    const float v = x[r * cols + j];
-                    poisoned |= !zero && !std::isfinite(v);
-                    if (std::isnan(screened(v)))
-                      continue;
-                    if (range == cp::quant_range::symmetric) {
-                      s0 = std::max(s0, std::fabs(screened(v)));
-                    } else {
-                      s0 = screened(v) < s0 ? screened(v) : s0;
-                      s1 = screened(v) > s1 ? screened(v) : s1;
+          for (auto policy :
+               {cp::nonfinite_policy::propagate, cp::nonfinite_policy::zero_and_count})
+            for (auto range : {cp::quant_range::symmetric, cp::quant_range::asymmetric})
+              for (unsigned bits : {1u, 2u, 3u, 4u, 8u})
+                for (auto round : {cp::rounding::nearest, cp::rounding::stochastic}) {
+                  if ((range == cp::quant_range::symmetric && bits == 1) ||
+                      (clean && policy != cp::nonfinite_policy::propagate))
+                    continue;
+                  CAPTURE(cols);
+                  CAPTURE(clean);
+                  CAPTURE(policy);
+                  CAPTURE(range);
+                  CAPTURE(bits);
+                  CAPTURE(round);
+                  const cp::quantize q{.bits = bits,
+                                       .granularity = cp::scale_granularity::column,
+                                       .group = static_cast<std::uint32_t>(cols),
+                                       .range = range,
+                                       .round = round};
+                  const cp::context ctx{
+                      .seed = 3, .step = 9, .tensor_id = 4, .on_nonfinite = policy};
+                  const auto payload = encode_all(q, ctx, x);
+                  const unsigned char* body = body_of(payload);
+                  const std::size_t record_bytes = q.record_bytes();
+                  const unsigned char* codes = body + record_bytes * cols;
+                  const bool zero = policy == cp::nonfinite_policy::zero_and_count;
+                  const auto screened = [&](float v) {
+                    return zero && !std::isfinite(v) ? 0.0f : v;
+                  };
+                  std::size_t mismatches = 0;
+                  for (std::size_t j = 0; j < cols; ++j) {
+                    // The definition's statistics, in row order: absmax, or min and max by first
+                    // occurrence; a NaN or Inf poisons its column unless screened to 0.
+                    float s0 = range == cp::quant_range::symmetric ? 0.0f : inf;
+                    float s1 = -inf;
+                    bool poisoned = false;
+                    for (std::size_t r = 0; r < rows; ++r) {
+                      const float v = x[r * cols + j];
+                      poisoned |= !zero && !std::isfinite(v);
+                      if (std::isnan(screened(v)))
+                        continue;
+                      if (range == cp::quant_range::symmetric) {
+                        s0 = std::max(s0, std::fabs(screened(v)));
+                      } else {
+                        s0 = screened(v) < s0 ? screened(v) : s0;
+                        s1 = screened(v) > s1 ? screened(v) : s1;
+                      }
+                    }
+                    if (poisoned)
+                      s0 = s1 = nan;
+                    mismatches += record_mismatches(range, bits, s0, s1, body + record_bytes * j);
+                    const auto k = cp::quantize::make_coder(range, bits, s0, s1);
+                    for (std::size_t r = 0; r < rows; ++r) {
+                      const std::size_t i = r * cols + j;
+                      const std::uint32_t want =
+                          round == cp::rounding::nearest
+                              ? cp::quantize::encode_nearest(range, bits, screened(x[i]), k)
+                              : cp::quantize::encode_stochastic(
+                                    range, bits, screened(x[i]), k,
+                                    cp::uniform_from_bits(cp::random_u32(ctx.key(), ctx.step, i)));
+                      mismatches += cp::detail::unpack_one(codes, i, bits) != want ? 1u : 0u;
                     }
                   }
-                  if (poisoned)
-                    s0 = s1 = nan;
-                  mismatches += record_mismatches(range, bits, s0, s1, body + record_bytes * j);
-                  const auto k = cp::quantize::make_coder(range, bits, s0, s1);
-                  for (std::size_t r = 0; r < rows; ++r) {
-                    const std::size_t i = r * cols + j;
-                    const std::uint32_t want =
-                        round == cp::rounding::nearest
-                            ? cp::quantize::encode_nearest(range, bits, screened(x[i]), k)
-                            : cp::quantize::encode_stochastic(
-                                  range, bits, screened(x[i]), k,
-                                  cp::uniform_from_bits(cp::random_u32(ctx.key(), ctx.step, i)));
-                    mismatches += cp::detail::unpack_one(codes, i, bits) != want ? 1u : 0u;
+                  CHECK(mismatches == 0);
+                  // Decode and decode_accumulate, under seq and under par on element ranges that
+                  // start and end inside rows.
+                  std::vector<float> want(n), want_acc(n, 0.75f);
+                  for (std::size_t i = 0; i < n; ++i) {
+                    float rec[2] = {};
+                    std::memcpy(rec, body + record_bytes * (i % cols), record_bytes);
+                    want[i] = cp::quantize::decode_value(
+                        range, bits, cp::detail::unpack_one(codes, i, bits), {rec[0], rec[1]});
+                    want_acc[i] = cp::detail::add_rn(0.75f, cp::detail::mul_rn(-0.5f, want[i]));
                   }
-                }
-                CHECK(mismatches == 0);
-                // Decode and decode_accumulate, under seq and under par on element ranges that
-                // start and end inside rows.
-                std::vector<float> want(n), want_acc(n, 0.75f);
-                for (std::size_t i = 0; i < n; ++i) {
-                  float rec[2] = {};
-                  std::memcpy(rec, body + record_bytes * (i % cols), record_bytes);
-                  want[i] = cp::quantize::decode_value(
-                      range, bits, cp::detail::unpack_one(codes, i, bits), {rec[0], rec[1]});
-                  want_acc[i] = cp::detail::add_rn(0.75f, cp::detail::mul_rn(-0.5f, want[i]));
-                }
-                const cp::cpu::par_t par{.threads = 3, .grain = 64};
-                for (int p = 0; p < 2; ++p) {
-                  std::vector<float> out(n), acc(n, 0.75f);
-                  if (p == 0) {
-                    cp::decode(cp::cpu::seq, q, payload, std::span<float>(out));
-                    cp::decode_accumulate(cp::cpu::seq, q, payload, std::span<float>(acc), -0.5f);
-                  } else {
-                    cp::decode(par, q, payload, std::span<float>(out));
-                    cp::decode_accumulate(par, q, payload, std::span<float>(acc), -0.5f);
+                  // par's ranges of 64 elements are shorter than a row; those of 1024 hold whole
+                  // rows of up to 520 columns, which go through the tiles.
+                  for (int p = 0; p < 3; ++p) {
+                    const cp::cpu::par_t par{.threads = 3, .grain = p == 1 ? 64u : 1024u};
+                    std::vector<float> out(n), acc(n, 0.75f);
+                    if (p == 0) {
+                      cp::decode(cp::cpu::seq, q, payload, std::span<float>(out));
+                      cp::decode_accumulate(cp::cpu::seq, q, payload, std::span<float>(acc), -0.5f);
+                    } else {
+                      cp::decode(par, q, payload, std::span<float>(out));
+                      cp::decode_accumulate(par, q, payload, std::span<float>(acc), -0.5f);
+                    }
+                    CHECK(std::memcmp(out.data(), want.data(), 4 * n) == 0);
+                    CHECK(std::memcmp(acc.data(), want_acc.data(), 4 * n) == 0);
                   }
-                  CHECK(std::memcmp(out.data(), want.data(), 4 * n) == 0);
-                  CHECK(std::memcmp(acc.data(), want_acc.data(), 4 * n) == 0);
+                  // 16-bit outputs hold from_float of the fp32 values.
+                  std::vector<cp::bfloat16> out16(n);
+                  cp::decode(cp::cpu::seq, q, payload, std::span<cp::bfloat16>(out16));
+                  std::size_t wrong16 = 0;
+                  for (std::size_t i = 0; i < n; ++i) {
+                    const auto v16 = cp::from_float<cp::bfloat16>(want[i]);
+                    wrong16 += std::memcmp(&out16[i], &v16, 2) != 0 ? 1u : 0u;
+                  }
+                  CHECK(wrong16 == 0);
+                  // A 16-bit input encodes as its fp32 values do.
+                  std::vector<cp::bfloat16> x16(n);
+                  std::vector<float> widened(n);
+                  for (std::size_t i = 0; i < n; ++i) {
+                    x16[i] = cp::from_float<cp::bfloat16>(x[i]);
+                    widened[i] = cp::to_float(x16[i]);
+                  }
+                  std::vector<std::byte> payload16(cp::max_payload_bytes(q, n));
+                  cp::encode(cp::cpu::seq, q, ctx, std::span<const cp::bfloat16>(x16), payload16);
+                  CHECK(std::memcmp(body_of(payload16), body_of(encode_all(q, ctx, widened)),
+                                    q.body_bytes(n)) == 0);
+                  // roundtrip equals decode(encode).
+                  std::vector<float> y = x;
+                  cp::roundtrip(cp::cpu::seq, q, ctx, std::span<float>(y), {});
+                  std::vector<float> decoded(n);
+                  cp::decode(cp::cpu::seq, q, payload, std::span<float>(decoded));
+                  CHECK(std::memcmp(y.data(), decoded.data(), 4 * n) == 0);
                 }
-                // 16-bit outputs hold from_float of the fp32 values.
-                std::vector<cp::bfloat16> out16(n);
-                cp::decode(cp::cpu::seq, q, payload, std::span<cp::bfloat16>(out16));
-                std::size_t wrong16 = 0;
-                for (std::size_t i = 0; i < n; ++i) {
-                  const auto v16 = cp::from_float<cp::bfloat16>(want[i]);
-                  wrong16 += std::memcmp(&out16[i], &v16, 2) != 0 ? 1u : 0u;
-                }
-                CHECK(wrong16 == 0);
-                // A 16-bit input encodes as its fp32 values do.
-                std::vector<cp::bfloat16> x16(n);
-                std::vector<float> widened(n);
-                for (std::size_t i = 0; i < n; ++i) {
-                  x16[i] = cp::from_float<cp::bfloat16>(x[i]);
-                  widened[i] = cp::to_float(x16[i]);
-                }
-                std::vector<std::byte> payload16(cp::max_payload_bytes(q, n));
-                cp::encode(cp::cpu::seq, q, ctx, std::span<const cp::bfloat16>(x16), payload16);
-                CHECK(std::memcmp(body_of(payload16), body_of(encode_all(q, ctx, widened)),
-                                  q.body_bytes(n)) == 0);
-                // roundtrip equals decode(encode).
-                std::vector<float> y = x;
-                cp::roundtrip(cp::cpu::seq, q, ctx, std::span<float>(y), {});
-                std::vector<float> decoded(n);
-                cp::decode(cp::cpu::seq, q, payload, std::span<float>(decoded));
-                CHECK(std::memcmp(y.data(), decoded.data(), 4 * n) == 0);
-              }
-      }
+        }
   }
 
   TEST_CASE("quantize: Philox words drawn many blocks at a time equal random_block, across the "

@@ -45,9 +45,11 @@ struct prefetch_stream {
 template <bool Write = false>
 COMMPRESS_FORCEINLINE void prefetch_lines(const void* p, std::size_t bytes) {
 #if defined(__GNUC__) || defined(__clang__)
-  const char* const c = static_cast<const char*>(p);
-  for (std::size_t k = 0; k < bytes; k += 64)
-    __builtin_prefetch(c + k, Write ? 1 : 0, 3);
+  // From the line that holds p to the one that holds its last byte.
+  const auto first = reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t{63};
+  const auto last = reinterpret_cast<std::uintptr_t>(p) + bytes;
+  for (std::uintptr_t line = first; line < last; line += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(line), Write ? 1 : 0, 3);
 #else
   (void)p;
   (void)bytes;

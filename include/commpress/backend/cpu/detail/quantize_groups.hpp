@@ -13,17 +13,16 @@
 ///   group's statistics and record, handle what the vector kernels do not (a group holding a
 ///   NaN or Inf, per-column scales of a column count off a multiple of 8, a group's elements
 ///   before its first multiple of 8, and encode's past its last) one element at a time, and
-///   hand each group's run from its first multiple of 8 to the kernels (per-column scales: a
-///   tile of columns, row by row); half-precision elements
+///   hand each group's run from its first multiple of 8 to the kernels (per-column scales:
+///   each row's run of a tile of columns, scaled by its columns' coders before the kernel and
+///   given their records after it); half-precision elements
 ///   reach them widened to fp32 a batch at a time (a batch of short groups, or of one long
 ///   group's elements), and leave them through a buffer. Only the element type is a template
 ///   parameter.
 /// - Kernels (templates on the code width, the range and the rounding, or on accumulation)
 ///   take whole runs: a batch of short blocks, or the chunks of one long group, so that a
-///   kernel is chosen once per batch of about 1024 elements rather than once per group; or one
-///   row's run of a tile of columns, each element with its column's coder or record. The code
-///   widths 2, 4 and 8 have kernels of their own; the others share one (B = 0), as column
-///   encode does for every width.
+///   kernel is chosen once per batch of about 1024 elements rather than once per group. The
+///   code widths 2, 4 and 8 have kernels of their own; the others share one (B = 0).
 /// Every path computes the per-element expressions of compress/quantize.hpp, so the bytes do
 /// not depend on which one ran.
 
@@ -526,9 +525,10 @@ inline bool columns_in_tiles(const config& c) {
 }
 
 /// Folds one row's run of a column tile, v[0, w), into each column's statistics as fold does
-/// (symmetric: key[j], the largest magnitude's bits; asymmetric: s0[j] = lo and s1[j] = hi),
-/// and every element's magnitude bits into `most` (a NaN or Inf sets it past 0x7f7fffff). Out
-/// of line and on fp32 only: one copy for every element type.
+/// (symmetric: key[j], the largest magnitude's bits, which column_statistics folds into `most`
+/// at the end; asymmetric: s0[j] = lo and s1[j] = hi, and every element's magnitude bits into
+/// `most`, which a NaN or Inf sets past 0x7f7fffff). Out of line and on fp32 only: one copy for
+/// every element type.
 COMMPRESS_NOINLINE void fold_column_run(quant_range r, const float* v, std::size_t w,
                                         std::uint32_t* key, float* s0, float* s1,
                                         std::uint32_t& most) {
@@ -619,61 +619,91 @@ void column_statistics_one_by_one(const config& c, const T* x, std::size_t rows,
           s0[j] = s1[j] = bits_to_float(0x7fc00000u);
 }
 
-/// The codes of one row's run of a column tile, x[0, m) (m a multiple of 8) of range r,
-/// element j with the constants inv[j] and lo[j], at the code of element `element` of the
-/// tensor (a multiple of 8; its random words from there).
-template <bool Stochastic>
-void encode_column_run(const float* x, std::size_t m, quant_range r, const float* inv,
-                       const float* lo, std::size_t element, const code_sink& out) {
-  alignas(64) std::uint32_t words[Stochastic ? 4 * (column_tile / 4 + philox_step_blocks) : 1];
-  if constexpr (Stochastic)
-    philox_words(out.key, out.step, (out.first_index + element) >> 2, m / 4, words);
-  encode_column_codes<0, Stochastic>(x, m, out.bits, r, inv, lo, words,
-                                     out.codes + element / 8 * out.bits);
+// A row's run of a column tile goes through the block kernels, which take one coder or record
+// for a run: its elements first scaled by their own columns' coders, y = x * inv or
+// (x - lo) * inv, then coded with the unit coder (inv 1, lo 0), whose y * 1 and (y - 0) * 1 are
+// y exactly; and its
+// codes decoded with the unit record (1, or 0 and 1), whose value is the level itself exactly,
+// then given their own columns' records. The roundings are those of compress/quantize.hpp in
+// the same order, and no kernel is compiled for the columns alone.
+
+/// The coder whose codes of y are those of y's column coders: encode's scaling x * inv or
+/// (x - lo) * inv done before the kernel.
+inline constexpr quantize::coder unit_coder{1.0f, 0.0f, 1.0f};
+
+/// The record whose values are the levels themselves: (code - offset) * 1, or 0 + code * 1.
+constexpr quantize::record unit_record(quant_range r) {
+  return r == sym ? quantize::record{1.0f, 0.0f} : quantize::record{0.0f, 1.0f};
 }
 
-/// Decodes one row's run of a column tile, m codes at `in` (m a multiple of 8), value j with
-/// the record {a[j], b[j]}, to out[0, m) as decode_column_codes does.
-template <bool Asym, decode_mode Mode>
-void decode_column_run(const unsigned char* in, std::size_t m, unsigned bits, const float* a,
-                       const float* b, float weight, float* out) {
-  decode_column_codes<Asym, Mode>(in, m, bits, a, b, weight, out);
+/// y[j] = x[j] * inv[j] (symmetric) or (x[j] - lo[j]) * inv[j], each column's coder scaling
+/// its element (w elements), as quantize's encode scales it.
+template <bool Asym>
+void scale_by_columns(const float* x, std::size_t w, const float* inv, const float* lo, float* y) {
+  using namespace simd;
+  using commpress::detail::mul_rn, commpress::detail::sub_rn;
+  std::size_t j = 0;
+  for (; j + lanes <= w; j += lanes)
+    store(y + j, Asym ? mul(sub(load(x + j), load(lo + j)), load(inv + j))
+                      : mul(load(x + j), load(inv + j)));
+  for (; j < w; ++j)
+    y[j] = Asym ? mul_rn(sub_rn(x[j], lo[j]), inv[j]) : mul_rn(x[j], inv[j]);
 }
 
-// The column kernels take the code width at run time, choosing the packing of the widths 8, 4
-// and 2 per 64 codes, and encode's the range too (encode_column_codes): a kernel per width,
-// range, rounding and mode would charge every translation unit that quantizes the compile time
-// of some thirty more kernels, for a granularity less used than blocks.
-using encode_column_kernel = void (*)(const float*, std::size_t, quant_range, const float*,
-                                      const float*, std::size_t, const code_sink&);
-inline encode_column_kernel encode_column_kernel_for(const config& c) {
-  return c.stochastic ? &encode_column_run<true> : &encode_column_run<false>;
+using scale_fn = void (*)(const float*, std::size_t, const float*, const float*, float*);
+inline scale_fn scale_by_columns_for(const config& c) {
+  return c.range == sym ? &scale_by_columns<false> : &scale_by_columns<true>;
 }
 
-using decode_column_kernel = void (*)(const unsigned char*, std::size_t, unsigned, const float*,
-                                      const float*, float, float*);
-template <decode_mode Mode> decode_column_kernel decode_column_kernel_for(const config& c) {
-  return c.range == sym ? &decode_column_run<false, Mode> : &decode_column_run<true, Mode>;
+/// The values of w levels v (unit_record's values) with their columns' records {a[j], b[j]},
+/// as quantize::decode_value: out = value, or with Accumulate out += weight * value (a NaN
+/// canonical). No record is wide; to store, every record is finite (a NaN or Inf one would
+/// leave a NaN as computed, not canonical).
+template <bool Asym, bool Accumulate>
+void apply_column_records(const float* v, std::size_t w, const float* a, const float* b,
+                          float weight, float* out) {
+  using namespace simd;
+  const vf vweight = splat(weight);
+  std::size_t j = 0;
+  for (; j + lanes <= w; j += lanes) {
+    vf value =
+        Asym ? add(load(a + j), mul(load(v + j), load(b + j))) : mul(load(v + j), load(a + j));
+    if constexpr (Accumulate)
+      value = canonical_nan(add(load(out + j), mul(vweight, value)));
+    store(out + j, value);
+  }
+  for (; j < w; ++j) {
+    using commpress::detail::add_rn, commpress::detail::mul_rn;
+    const float value = Asym ? add_rn(a[j], mul_rn(v[j], b[j])) : mul_rn(v[j], a[j]);
+    out[j] = Accumulate ? add_rn(out[j], mul_rn(weight, value)) : value;
+  }
+}
+
+using column_records_fn = void (*)(const float*, std::size_t, const float*, const float*, float,
+                                   float*);
+template <bool Accumulate> column_records_fn column_records_for(const config& c) {
+  return c.range == sym ? &apply_column_records<false, Accumulate>
+                        : &apply_column_records<true, Accumulate>;
 }
 
 /// Encodes a column-scaled tensor x (columns_in_tiles) a tile of columns at a time: the tile's
-/// statistics over every row, its records, then each row's run of codes through the column
-/// kernel; a tile that column_statistics refuses (a NaN or Inf, or a wide asymmetric column)
-/// element by element, as the per-element definitions, screening and counting each NaN or
-/// Inf. The codes are written out of order: a checksum hears of them once all are. Returns
-/// the NaN/Inf count.
+/// statistics over every row, its records, then each row's run scaled by its columns' coders
+/// and coded by the block kernel with unit_coder; a tile that column_statistics refuses (a NaN or
+/// Inf, or a wide asymmetric column) element by element, as the per-element definitions, screening
+/// and counting each NaN or Inf. The codes are written out of order: a checksum hears of them once
+/// all are. Returns the NaN/Inf count.
 template <element T>
 std::size_t encode_columns(const config& c, const T* x, unsigned char* body, const code_sink& out,
                            uniform_stream& u) {
   const std::size_t cols = c.len;
   const std::size_t rows = c.n / cols;
-  const encode_column_kernel kernel = encode_column_kernel_for(c);
-  constexpr bool fp32 = std::is_same_v<T, float>;
-  alignas(64) float wide[fp32 ? 1 : column_tile];
+  const encode_kernel kernel = encode_kernel_for(c);
+  const scale_fn scale = scale_by_columns_for(c);
+  alignas(64) float y[column_tile];
   alignas(64) float s0[column_tile];
   alignas(64) float s1[column_tile];
-  alignas(64) float inv[column_tile] = {}; // past w: zeros, read by the last 64's padded lanes
-  alignas(64) float lo[column_tile] = {};
+  alignas(64) float inv[column_tile];
+  alignas(64) float lo[column_tile];
   quantize::coder k[column_tile];
   std::size_t bad = 0;
   std::size_t ignored = 0; // the second load of an element must not count it again
@@ -693,12 +723,16 @@ std::size_t encode_columns(const config& c, const T* x, unsigned char* body, con
       if (served) {
         if (r + column_rows_ahead < rows)
           prefetch_lines(x + base + column_rows_ahead * cols, w * sizeof(T));
-        if constexpr (fp32) {
-          kernel(x + base, w, c.range, inv, lo, base, out);
+        if constexpr (std::is_same_v<T, float>) {
+          scale(x + base, w, inv, lo, y);
         } else {
-          widen_elements(x + base, w, wide);
-          kernel(wide, w, c.range, inv, lo, base, out);
+          widen_elements(x + base, w, y);
+          scale(y, w, inv, lo, y);
         }
+        const code_run run{0, w, unit_coder};
+        kernel(y, w, &run, 1,
+               {c.bits, out.key, out.step, out.first_index + base, out.codes + base / 8 * c.bits,
+                nullptr, 0});
       } else {
         std::uint32_t buf[8]; // the run starts and ends on a multiple of 8: no group straddles
         pack_run(c.bits, base, base + w, buf, out.codes, [&](std::size_t i) {
@@ -712,16 +746,21 @@ std::size_t encode_columns(const config& c, const T* x, unsigned char* body, con
 }
 
 /// Decodes rows [r0, r1) of a column-scaled body (columns_in_tiles) into out, a tile of columns
-/// at a time: out = value, or with Accumulate out += weight * value, each row's run through
-/// the column kernel with the tile's records; a tile with a wide asymmetric record, or to store
-/// one with a NaN or Inf record, element by element (decode_each).
+/// at a time: out = value, or with Accumulate out += weight * value, each row's run decoded by
+/// the block kernel with unit_record and given its columns' records; a tile with a wide
+/// asymmetric record, or to store one with a NaN or Inf record, element by element
+/// (decode_each).
 template <bool Accumulate, element T, class Put>
 void decode_columns(const config& c, const unsigned char* body, T* out, float weight,
                     std::size_t r0, std::size_t r1, Put&& put) {
   const std::size_t cols = c.len;
   const unsigned char* const codes = body + c.codes;
-  alignas(64) float a[column_tile] = {}; // past w: zeros, read by the last 64's padded lanes
-  alignas(64) float b[column_tile] = {};
+  const decode_kernel kernel = decode_kernel_for<false>(c);
+  const column_records_fn with_records = column_records_for<Accumulate>(c);
+  const value_run run{0, 0, unit_record(c.range)};
+  alignas(64) float a[column_tile];
+  alignas(64) float b[column_tile];
+  alignas(64) float levels[column_tile];
   alignas(64) float values[std::is_same_v<T, float> ? 1 : column_tile];
   for (std::size_t j0 = 0; j0 < cols; j0 += column_tile) {
     const std::size_t w = cols - j0 < column_tile ? cols - j0 : column_tile;
@@ -734,25 +773,25 @@ void decode_columns(const config& c, const unsigned char* body, T* out, float we
       finite = finite && is_finite(rec.a) && is_finite(rec.b);
       wide = wide || quantize::is_wide_record(c.range, rec);
     }
-    // The store kernel leaves a NaN as computed (decode_mode::store): a tile with a NaN or Inf
-    // record, as a poisoned column's, is stored element by element, whose NaN is canonical.
+    // apply_column_records stores a NaN as computed: a tile with a NaN or Inf record, as a
+    // poisoned column's, is stored element by element, whose NaN is canonical.
     if (wide || (!Accumulate && !finite)) {
       for (std::size_t r = r0; r < r1; ++r)
         decode_each(c, true, body, r * cols + j0, r * cols + j0 + w, put);
       continue;
     }
-    const decode_column_kernel kernel =
-        decode_column_kernel_for < Accumulate ? decode_mode::accumulate : decode_mode::store > (c);
+    const value_run tile_run{0, w, run.record};
     for (std::size_t r = r0; r < r1; ++r) {
       const std::size_t base = r * cols + j0;
       if (r + column_rows_ahead < r1) {
         prefetch_lines(codes + (base + column_rows_ahead * cols) / 8 * c.bits, w * c.bits / 8);
         prefetch_lines<true>(out + base + column_rows_ahead * cols, w * sizeof(T));
       }
+      kernel(codes + base / 8 * c.bits, c.bits, &tile_run, 1, levels, w, 1.0f, nullptr);
       if constexpr (std::is_same_v<T, float>) {
-        kernel(codes + base / 8 * c.bits, w, c.bits, a, b, weight, out + base);
+        with_records(levels, w, a, b, weight, out + base);
       } else {
-        kernel(codes + base / 8 * c.bits, w, c.bits, a, b, weight, values);
+        with_records(levels, w, a, b, weight, values);
         std::size_t j = 0;
         for (; w - j >= 64; j += 64)
           store_elements_64(out + base + j, values + j);
@@ -1038,8 +1077,8 @@ inline void decode_values(const config& c, bool column, const unsigned char* bod
 /// Elements [first, last) of an n-element body (first a multiple of 8) into out: out = value,
 /// or with Accumulate out += weight * value. Block and tensor groups take the fp32 kernels
 /// (through a buffer for a 16-bit output) from their first multiple of 8 on, but for a wide
-/// asymmetric group's record; everything else decode_each: the same expressions, so the same
-/// bits.
+/// asymmetric group's record; whole rows of column scales take decode_columns; everything
+/// else decode_each: the same expressions, so the same bits.
 template <bool Accumulate, element T>
 void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out, float weight,
             std::size_t first, std::size_t last) {
@@ -1115,21 +1154,25 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
 }
 
 /// roundtrip of a column-scaled tensor, a tile of columns at a time as encode_columns: each
-/// row's run encoded into a buffer by the column kernel and decoded back, or element by element
+/// row's run encoded into a buffer and decoded back as encode_columns and decode_columns do it,
+/// or element by element
 /// where encode_columns goes so (a tile column_statistics refuses, or rows off a byte of codes).
 inline std::size_t roundtrip_columns(const config& c, float* x, rng_key key, std::uint64_t step) {
   const std::size_t cols = c.len;
   const std::size_t rows = c.n / cols;
-  const encode_column_kernel encode_kernel = encode_column_kernel_for(c);
+  const encode_kernel encode_chunk = encode_kernel_for(c);
+  const decode_kernel decode_chunk = decode_kernel_for<false>(c);
+  const scale_fn scale = scale_by_columns_for(c);
   // A tile the kernels take has finite statistics, and so finite records.
-  const decode_column_kernel decode_kernel = decode_column_kernel_for<decode_mode::store>(c);
+  const column_records_fn with_records = column_records_for<false>(c);
   uniform_stream u{key, step};
   alignas(64) float s0[column_tile];
   alignas(64) float s1[column_tile];
-  alignas(64) float inv[column_tile] = {}; // past w: zeros, read by the last 64's padded lanes
-  alignas(64) float lo[column_tile] = {};
-  alignas(64) float a[column_tile] = {};
-  alignas(64) float b[column_tile] = {};
+  alignas(64) float inv[column_tile];
+  alignas(64) float lo[column_tile];
+  alignas(64) float a[column_tile];
+  alignas(64) float b[column_tile];
+  alignas(64) float y[column_tile];
   alignas(64) unsigned char packed[column_tile];
   quantize::coder k[column_tile];
   std::size_t bad = 0;
@@ -1151,9 +1194,12 @@ inline std::size_t roundtrip_columns(const config& c, float* x, rng_key key, std
     for (std::size_t r = 0; r < rows; ++r) {
       const std::size_t base = r * cols + j0;
       if (served) {
-        encode_kernel(x + base, w, c.range, inv, lo, 0,
-                      {c.bits, key, step, base, packed, nullptr, 0});
-        decode_kernel(packed, w, c.bits, a, b, 1.0f, x + base);
+        scale(x + base, w, inv, lo, y);
+        const code_run codes{0, w, unit_coder};
+        encode_chunk(y, w, &codes, 1, {c.bits, key, step, base, packed, nullptr, 0});
+        const value_run levels{0, w, unit_record(c.range)};
+        decode_chunk(packed, c.bits, &levels, 1, y, w, 1.0f, nullptr);
+        with_records(y, w, a, b, 1.0f, x + base);
       } else {
         for (std::size_t j = 0; j < w; ++j) {
           const std::uint32_t code =

@@ -49,20 +49,6 @@ struct code_constants {
   simd::vf lo;
   simd::vf offset;
   simd::vf top;
-  /// The constants of the lanes from element j on: the group's, in every lane.
-  COMMPRESS_FORCEINLINE const code_constants& at(std::size_t) const { return *this; }
-};
-
-/// The constants of elements that each have their column's coder: inv[j] and lo[j] for
-/// element j (quantize's column scales).
-struct column_constants {
-  const float* inv;
-  const float* lo;
-  simd::vf offset;
-  simd::vf top;
-  COMMPRESS_FORCEINLINE code_constants at(std::size_t j) const {
-    return {simd::load(inv + j), simd::load(lo + j), offset, top};
-  }
 };
 
 COMMPRESS_FORCEINLINE code_constants constants_of(quant_range r, unsigned bits, quantize::coder k) {
@@ -110,10 +96,9 @@ COMMPRESS_FORCEINLINE simd::vu code_stochastic(const float* x, const code_consta
   return clamped_code(select(lt(u, sub(y, f)), add(f, one), f), k);
 }
 
-/// The codes of the 64 elements x[i .. i + 64) as vectors, element j's constants k.at(j)
-/// (code_constants or column_constants); prefetch(i + 16 t) before each 16.
-template <bool Asym, bool Stochastic, class Constants>
-COMMPRESS_FORCEINLINE void codes64(const float* x, std::size_t i, const Constants& k,
+/// The codes of the 64 elements x[i .. i + 64) as vectors; prefetch(i + 16 t) before each 16.
+template <bool Asym, bool Stochastic>
+COMMPRESS_FORCEINLINE void codes64(const float* x, std::size_t i, const code_constants& k,
                                    const std::uint32_t* words, prefetch_stream prefetch,
                                    simd::vu (&c)[simd::vectors_per_64]) {
   using namespace simd;
@@ -122,9 +107,9 @@ COMMPRESS_FORCEINLINE void codes64(const float* x, std::size_t i, const Constant
     if (j % 16 == 0)
       prefetch(j);
     if constexpr (Stochastic)
-      c[q] = code_stochastic<Asym>(x + j, k.at(j), words + j);
+      c[q] = code_stochastic<Asym>(x + j, k, words + j);
     else
-      c[q] = code_nearest<Asym>(x + j, k.at(j));
+      c[q] = code_nearest<Asym>(x + j, k);
   }
 }
 
@@ -142,39 +127,6 @@ COMMPRESS_FORCEINLINE void store_packed_any(simd::b64 c, unsigned char* out, uns
   default:
     return store_packed<0>(c, out, bits);
   }
-}
-
-/// The codes of x[i, i + 64), packed at out from element 0 (codes64's arguments).
-template <unsigned B, bool Asym, bool Stochastic, class Constants>
-COMMPRESS_FORCEINLINE void store_codes64(const float* x, std::size_t i, unsigned b,
-                                         const Constants& k, const std::uint32_t* words,
-                                         prefetch_stream prefetch, unsigned char* out) {
-  using namespace simd;
-  vu c[vectors_per_64];
-  codes64<Asym, Stochastic>(x, i, k, words, prefetch, c);
-  if constexpr (B == 0)
-    store_packed_any(narrow_u8(c), out + i / 8 * b, b);
-  else
-    store_packed<B>(narrow_u8(c), out + i / 8 * b, b);
-}
-
-/// The codes of x[0, rest) (rest < 64, a multiple of 8) through the same vectors, from copies
-/// padded with zeros whose codes are not stored.
-template <unsigned B, bool Asym, bool Stochastic, class Constants>
-COMMPRESS_FORCEINLINE void store_codes_padded(const float* x, std::size_t rest, unsigned b,
-                                              const Constants& k, const std::uint32_t* words,
-                                              unsigned char* out) {
-  using namespace simd;
-  alignas(64) float xs[64] = {};
-  alignas(64) std::uint32_t ws[Stochastic ? 64 : 1] = {};
-  std::memcpy(xs, x, rest * sizeof(float));
-  if constexpr (Stochastic)
-    std::memcpy(ws, words, rest * sizeof(std::uint32_t));
-  vu c[vectors_per_64];
-  codes64<Asym, Stochastic>(xs, 0, k, ws, {}, c);
-  alignas(64) std::uint8_t bytes[64];
-  store_bytes(bytes, narrow_u8(c));
-  pack_bytes<B>(bytes, b, out, static_cast<unsigned>(rest / 8));
 }
 
 /// encode_codes' last m elements (fewer than vector_tail_min, a multiple of 8) by the
@@ -204,42 +156,36 @@ COMMPRESS_FORCEINLINE void
 encode_codes(const float* COMMPRESS_RESTRICT x, std::size_t m, unsigned bits, quantize::coder coder,
              const std::uint32_t* COMMPRESS_RESTRICT words, unsigned char* COMMPRESS_RESTRICT out,
              prefetch_stream prefetch = {}) {
-  const unsigned b = simd::width<B>(bits);
+  using namespace simd;
+  const unsigned b = width<B>(bits);
   const code_constants k = constants_of(range_of<Asym>, b, coder);
   std::size_t i = 0;
-  for (; i + 64 <= m; i += 64)
-    store_codes64<B, Asym, Stochastic>(x, i, b, k, words, prefetch, out);
+  for (; i + 64 <= m; i += 64) {
+    vu c[vectors_per_64];
+    codes64<Asym, Stochastic>(x, i, k, words, prefetch, c);
+    if constexpr (B == 0)
+      store_packed_any(narrow_u8(c), out + i / 8 * b, b);
+    else
+      store_packed<B>(narrow_u8(c), out + i / 8 * b, b);
+  }
   if (i == m)
     return;
   const std::size_t rest = m - i;
-  const std::uint32_t* const rest_words = Stochastic ? words + i : nullptr;
   if (rest < vector_tail_min)
-    return encode_codes_one_by_one<B, Asym, Stochastic>(x + i, rest, b, coder, rest_words,
-                                                        out + i / 8 * b);
-  store_codes_padded<B, Asym, Stochastic>(x + i, rest, b, k, rest_words, out + i / 8 * b);
-}
-
-/// Codes of m elements (m a multiple of 8) of range r that each have their column's coder,
-/// packed at out as encode_codes packs them: element j's constants are inv[j] and lo[j], both
-/// readable up to m rounded up to 64. The rest after the last whole 64 goes through the padded
-/// copies. Both ranges take the asymmetric expression (x - lo) * inv: a symmetric coder's lo
-/// is 0, and x - 0 is x for every x, so one kernel gives both ranges' codes.
-template <unsigned B, bool Stochastic>
-COMMPRESS_FORCEINLINE void encode_column_codes(const float* COMMPRESS_RESTRICT x, std::size_t m,
-                                               unsigned bits, quant_range r, const float* inv,
-                                               const float* lo,
-                                               const std::uint32_t* COMMPRESS_RESTRICT words,
-                                               unsigned char* COMMPRESS_RESTRICT out) {
-  const unsigned b = simd::width<B>(bits);
-  const code_constants range = constants_of(r, b, {});
-  std::size_t i = 0;
-  for (; i + 64 <= m; i += 64)
-    store_codes64<B, true, Stochastic>(x, i, b, column_constants{inv, lo, range.offset, range.top},
-                                       words, {}, out);
-  if (i != m)
-    store_codes_padded<B, true, Stochastic>(
-        x + i, m - i, b, column_constants{inv + i, lo + i, range.offset, range.top},
-        Stochastic ? words + i : nullptr, out + i / 8 * b);
+    return encode_codes_one_by_one<B, Asym, Stochastic>(
+        x + i, rest, b, coder, Stochastic ? words + i : nullptr, out + i / 8 * b);
+  // The last m - i (a multiple of 8) through the same vectors, from copies padded with zeros
+  // whose codes are not stored.
+  alignas(64) float xs[64] = {};
+  alignas(64) std::uint32_t ws[Stochastic ? 64 : 1] = {};
+  std::memcpy(xs, x + i, rest * sizeof(float));
+  if constexpr (Stochastic)
+    std::memcpy(ws, words + i, rest * sizeof(std::uint32_t));
+  vu c[vectors_per_64];
+  codes64<Asym, Stochastic>(xs, 0, k, ws, {}, c);
+  alignas(64) std::uint8_t bytes[64];
+  store_bytes(bytes, narrow_u8(c));
+  pack_bytes<B>(bytes, b, out + i / 8 * b, static_cast<unsigned>(rest / 8));
 }
 
 /// What decode_codes does with a decoded value v at out[i].
@@ -248,86 +194,6 @@ enum class decode_mode {
   store_canonical, ///< out[i] = v, a NaN canonical (mul_rn, add_rn)
   accumulate,      ///< out[i] += weight * v, each operation rounded once, a NaN canonical
 };
-
-/// A record in vector lanes, for the values from element j on: the group's in every lane.
-struct record_lanes {
-  simd::vf a;
-  simd::vf b;
-  COMMPRESS_FORCEINLINE const record_lanes& at(std::size_t) const { return *this; }
-};
-
-/// The records of values that each have their column's: a[j] and b[j] for value j.
-struct column_records {
-  const float* a;
-  const float* b;
-  COMMPRESS_FORCEINLINE record_lanes at(std::size_t j) const {
-    return {simd::load(a + j), simd::load(b + j)};
-  }
-};
-
-/// load_packed<bits>: the widths the vector layer unpacks in registers (8, 4, 2) through a
-/// branch the predictor learns at once, the others through the portable loop.
-COMMPRESS_FORCEINLINE simd::b64 load_packed_any(const unsigned char* in, unsigned bits) {
-  using namespace simd;
-  switch (bits) {
-  case 8:
-    return load_packed<8>(in);
-  case 4:
-    return load_packed<4>(in);
-  case 2:
-    return load_packed<2>(in);
-  default:
-    return load_packed<0>(in, bits);
-  }
-}
-
-/// The 64 b-bit codes of `bytes` (one a byte) to o[0, 64), value j's record rec.at(j)
-/// (record_lanes or column_records), as quantize::decode_value: o = value, or o += weight *
-/// value (decode_mode); `streamed` writes o with non-temporal stores.
-template <bool Asym, decode_mode Mode, class Records>
-COMMPRESS_FORCEINLINE void decode_64(const simd::b64& bytes, unsigned b, const Records& rec,
-                                     simd::vf weight, float* o, bool streamed) {
-  using namespace simd;
-  const vu offset = splat_u32(Asym ? 0u : (1u << (b - 1)) - 1u);
-  for (std::size_t q = 0; q < vectors_per_64; ++q) {
-    const record_lanes r = rec.at(q * lanes);
-    const vu code = widen_u8(bytes, static_cast<unsigned>(q));
-    vf v = Asym ? add(r.a, mul(to_float_i32(code), r.b))
-                : mul(to_float_i32(sub_u32(code, offset)), r.a);
-    if constexpr (Mode == decode_mode::accumulate)
-      v = add(load(o + q * lanes), mul(weight, v));
-    if constexpr (Mode != decode_mode::store)
-      v = canonical_nan(v); // a NaN anywhere above leaves a NaN here: one canonicalisation
-    if (streamed)
-      simd::stream(o + q * lanes, v);
-    else
-      store(o + q * lanes, v);
-  }
-}
-
-/// decode_64 of the codes packed at `codes`, left for the compiler to inline or call:
-/// decode_codes is inlined into every decode kernel, and decode_64 forced into all of them cost
-/// each translation unit that decodes a quantize payload a third more compile time for no
-/// measured gain.
-template <unsigned B, bool Asym, decode_mode Mode, class Records>
-inline void decode_64_call(const unsigned char* codes, unsigned b, const Records& rec,
-                           simd::vf weight, float* o, bool streamed) {
-  decode_64<Asym, Mode>(simd::load_packed<B>(codes, b), b, rec, weight, o, streamed);
-}
-
-/// decode_64 of the rest < 64 codes at `in` into out[0, rest): the codes and (to accumulate)
-/// the outputs copied into buffers padded with zeros, whose values are not stored.
-template <unsigned B, bool Asym, decode_mode Mode, class Records>
-COMMPRESS_FORCEINLINE void decode_padded(const unsigned char* in, std::size_t rest, unsigned b,
-                                         const Records& rec, simd::vf weight, float* out) {
-  alignas(64) unsigned char codes[64] = {};
-  alignas(64) float values[64] = {};
-  std::memcpy(codes, in, (rest * b + 7) / 8);
-  if constexpr (Mode == decode_mode::accumulate)
-    std::memcpy(values, out, rest * sizeof(float));
-  decode_64_call<B, Asym, Mode>(codes, b, rec, weight, values, false);
-  std::memcpy(out, values, rest * sizeof(float));
-}
 
 /// Decodes m codes packed at in, of one group with record `rec`, as
 /// quantize::decode_value: out = value, or out += weight * value (decode_mode). `stream` writes
@@ -340,13 +206,32 @@ COMMPRESS_FORCEINLINE void decode_codes(const unsigned char* COMMPRESS_RESTRICT 
                                         prefetch_stream prefetch = {}) {
   using namespace simd;
   const unsigned b = width<B>(bits);
-  const record_lanes lanes_rec{splat(rec.a), splat(rec.b)};
+  const vu offset = splat_u32(Asym ? 0u : (1u << (b - 1)) - 1u);
+  const vf va = splat(rec.a);
+  const vf vb = splat(rec.b);
   const vf vweight = splat(weight);
+  // The 64 codes packed at `codes` to o[0, 64).
+  const auto decode_64 = [&](const unsigned char* codes, float* o, bool streamed) {
+    const b64 bytes = load_packed<B>(codes, b);
+    for (std::size_t q = 0; q < vectors_per_64; ++q) {
+      const vu code = widen_u8(bytes, static_cast<unsigned>(q));
+      vf v = Asym ? add(va, mul(to_float_i32(code), vb))
+                  : mul(to_float_i32(sub_u32(code, offset)), va);
+      if constexpr (Mode == decode_mode::accumulate)
+        v = add(load(o + q * lanes), mul(vweight, v));
+      if constexpr (Mode != decode_mode::store)
+        v = canonical_nan(v); // a NaN anywhere above leaves a NaN here: one canonicalisation
+      if (streamed)
+        simd::stream(o + q * lanes, v);
+      else
+        store(o + q * lanes, v);
+    }
+  };
   std::size_t i = 0;
   for (; i + 64 <= m; i += 64) {
     for (std::size_t t = 0; t < 64; t += 16)
       prefetch(i + t);
-    decode_64_call<B, Asym, Mode>(in + i / 8 * b, b, lanes_rec, vweight, out + i, stream);
+    decode_64(in + i / 8 * b, out + i, stream);
   }
   if (i == m)
     return;
@@ -361,24 +246,15 @@ COMMPRESS_FORCEINLINE void decode_codes(const unsigned char* COMMPRESS_RESTRICT 
     }
     return;
   }
-  decode_padded<B, Asym, Mode>(in + i / 8 * b, rest, b, lanes_rec, vweight, out + i);
-}
-
-/// Decodes m codes packed at in (m a multiple of 8) that each have their column's record, as
-/// decode_codes does: value j's record is {a[j], b[j]}, both readable up to m rounded up to 64.
-/// The width is chosen per 64 codes (load_packed_any), as the column encode does.
-template <bool Asym, decode_mode Mode>
-COMMPRESS_FORCEINLINE void
-decode_column_codes(const unsigned char* COMMPRESS_RESTRICT in, std::size_t m, unsigned bits,
-                    const float* a, const float* rb, float weight, float* COMMPRESS_RESTRICT out) {
-  const simd::vf vweight = simd::splat(weight);
-  std::size_t i = 0;
-  for (; i + 64 <= m; i += 64)
-    decode_64<Asym, Mode>(load_packed_any(in + i / 8 * bits, bits), bits,
-                          column_records{a + i, rb + i}, vweight, out + i, false);
-  if (i != m)
-    decode_padded<0, Asym, Mode>(in + i / 8 * bits, m - i, bits, column_records{a + i, rb + i},
-                                 vweight, out + i);
+  // The last m - i through the same vectors: their codes and (to accumulate) outputs copied into
+  // buffers padded with zeros, whose values are not stored.
+  alignas(64) unsigned char codes[64] = {};
+  alignas(64) float values[64] = {};
+  std::memcpy(codes, in + i / 8 * b, (rest * b + 7) / 8);
+  if constexpr (Mode == decode_mode::accumulate)
+    std::memcpy(values, out + i, rest * sizeof(float));
+  decode_64(codes, values, false);
+  std::memcpy(out + i, values, rest * sizeof(float));
 }
 
 /// Symmetric encode_codes fused with the error update: the fresh error h - deQ(code), the
