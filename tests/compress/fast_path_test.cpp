@@ -167,10 +167,10 @@ TEST_SUITE("compress") {
             "definition, for tiles of columns and column counts on and off a multiple of 8") {
     const float inf = std::numeric_limits<float>::infinity();
     const float nan = std::numeric_limits<float>::quiet_NaN();
-    // 8, 24 and 72 columns (a vector of lanes past whole ones), 264, 328 and 520 (a tile of 256
-    // and a part one), 33 and 300 (rows off a byte of codes: element by element); one row and
-    // 37. Each with finite inputs (every tile through the kernels), with a NaN and an Inf (their
-    // tiles element by element), and with a wide asymmetric column alone.
+    // 8, 24 and 72 columns (fewer than a vector of lanes past whole ones, or none), 264, 328 and
+    // 520 (whole tiles of 256 and a part one), 33 and 300 (rows off a byte of codes: element by
+    // element); one row and 37. Each with finite inputs (every tile through the kernels), with a
+    // NaN and an Inf (their tiles element by element), and with a wide asymmetric column alone.
     for (std::size_t cols : {8u, 24u, 72u, 264u, 328u, 520u, 33u, 300u})
       for (std::size_t rows : {37u, 1u})
         for (int inputs : {0, 1, 2}) {
@@ -272,8 +272,8 @@ TEST_SUITE("compress") {
                         range, bits, cp::detail::unpack_one(codes, i, bits), {rec[0], rec[1]});
                     want_acc[i] = cp::detail::add_rn(0.75f, cp::detail::mul_rn(-0.5f, want[i]));
                   }
-                  // par's ranges of 64 elements are shorter than a row; those of 1024 hold whole
-                  // rows of up to 520 columns, which go through the tiles.
+                  // par's ranges of 64 elements start and end inside the longer rows; those of
+                  // 1024 hold whole rows (where the tensor has two ranges of them at least).
                   for (int p = 0; p < 3; ++p) {
                     const cp::cpu::par_t par{.threads = 3, .grain = p == 1 ? 64u : 1024u};
                     std::vector<float> out(n), acc(n, 0.75f);
@@ -304,17 +304,33 @@ TEST_SUITE("compress") {
                     widened[i] = cp::to_float(x16[i]);
                   }
                   std::vector<std::byte> payload16(cp::max_payload_bytes(q, n));
-                  cp::encode(cp::cpu::seq, q, ctx, std::span<const cp::bfloat16>(x16), payload16);
+                  const std::size_t nonfinite = static_cast<std::size_t>(
+                      std::count_if(x.begin(), x.end(), [](float v) { return !std::isfinite(v); }));
+                  CHECK(cp::encode(cp::cpu::seq, q, ctx, std::span<const cp::bfloat16>(x16),
+                                   payload16)
+                            .nonfinite == nonfinite);
                   CHECK(std::memcmp(body_of(payload16), body_of(encode_all(q, ctx, widened)),
                                     q.body_bytes(n)) == 0);
-                  // roundtrip equals decode(encode).
+                  // roundtrip equals decode(encode), and counts the same NaN and Inf.
                   std::vector<float> y = x;
-                  cp::roundtrip(cp::cpu::seq, q, ctx, std::span<float>(y), {});
+                  CHECK(cp::roundtrip(cp::cpu::seq, q, ctx, std::span<float>(y), {}).nonfinite ==
+                        nonfinite);
                   std::vector<float> decoded(n);
                   cp::decode(cp::cpu::seq, q, payload, std::span<float>(decoded));
                   CHECK(std::memcmp(y.data(), decoded.data(), 4 * n) == 0);
                 }
         }
+    // A body of more than three checksum chunks, whose codes are announced once all are
+    // written: decode checks its checksum.
+    const std::size_t cols = 1024, rows = 256, n = cols * rows;
+    const std::vector<float> x = sample(n, 8);
+    const cp::quantize q{.bits = 8, .granularity = cp::scale_granularity::column, .group = 1024};
+    REQUIRE(q.body_bytes(n) > 3 * cp::format::checksum_chunk_bytes);
+    const auto payload = encode_all(q, {}, x);
+    std::vector<float> decoded(n), y = x;
+    cp::decode(cp::cpu::seq, q, payload, std::span<float>(decoded));
+    cp::roundtrip(cp::cpu::seq, q, {}, std::span<float>(y), {});
+    CHECK(std::memcmp(y.data(), decoded.data(), 4 * n) == 0);
   }
 
   TEST_CASE("quantize: Philox words drawn many blocks at a time equal random_block, across the "

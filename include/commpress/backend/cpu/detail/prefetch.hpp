@@ -39,9 +39,10 @@ struct prefetch_stream {
   }
 };
 
-/// Asks for the cache lines of bytes [p, p + bytes) (for writing where Write), a pass over a
-/// tile of a matrix's columns does with the run it reads a few rows on: each row's run starts
-/// a page or more after the last, where the hardware prefetcher stops.
+/// Asks for the cache lines of bytes [p, p + bytes) (for writing where Write), as a pass over a
+/// tile of a matrix's columns does with the run it reads a few rows on: with rows of 4 KiB or
+/// more, each row's run starts a page or more after the last, where the hardware prefetcher
+/// stops.
 template <bool Write = false>
 COMMPRESS_FORCEINLINE void prefetch_lines(const void* p, std::size_t bytes) {
 #if defined(__GNUC__) || defined(__clang__)

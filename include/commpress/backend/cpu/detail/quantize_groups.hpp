@@ -513,8 +513,8 @@ void decode_each(const config& c, bool column, const unsigned char* body, std::s
 inline constexpr std::size_t column_rows_ahead = 4;
 
 /// Columns of a column-scaled tensor taken together: their statistics, coders and records stay
-/// on the stack while every row passes, twice for encode (statistics, then codes), so a tile
-/// of a matrix of a few thousand rows is read the second time from L2.
+/// on the stack while every row passes, twice for encode (statistics, then codes), so the tile
+/// of an fp32 matrix of up to about 2000 rows is read the second time from a 2 MiB L2.
 inline constexpr std::size_t column_tile = 256;
 
 /// Whether the column drivers serve a column-scaled tensor through the kernels: every row
@@ -622,10 +622,10 @@ void column_statistics_one_by_one(const config& c, const T* x, std::size_t rows,
 // A row's run of a column tile goes through the block kernels, which take one coder or record
 // for a run: its elements first scaled by their own columns' coders, y = x * inv or
 // (x - lo) * inv, then coded with the unit coder (inv 1, lo 0), whose y * 1 and (y - 0) * 1 are
-// y exactly; and its
-// codes decoded with the unit record (1, or 0 and 1), whose value is the level itself exactly,
-// then given their own columns' records. The roundings are those of compress/quantize.hpp in
-// the same order, and no kernel is compiled for the columns alone.
+// y exactly; and its codes decoded with the unit record (1, or 0 and 1), whose value is the
+// level itself exactly, then given their own columns' records. The roundings are those of
+// compress/quantize.hpp in the same order, and no code or decode kernel is compiled for the
+// columns alone.
 
 /// The coder whose codes of y are those of y's column coders: encode's scaling x * inv or
 /// (x - lo) * inv done before the kernel.
@@ -637,7 +637,8 @@ constexpr quantize::record unit_record(quant_range r) {
 }
 
 /// y[j] = x[j] * inv[j] (symmetric) or (x[j] - lo[j]) * inv[j], each column's coder scaling
-/// its element (w elements), as quantize's encode scales it.
+/// its element (w elements), as quantize::scaled does for a coder whose pre is 1: that of
+/// every column but a wide one, which never reaches here.
 template <bool Asym>
 void scale_by_columns(const float* x, std::size_t w, const float* inv, const float* lo, float* y) {
   using namespace simd;
@@ -1154,9 +1155,9 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
 }
 
 /// roundtrip of a column-scaled tensor, a tile of columns at a time as encode_columns: each
-/// row's run encoded into a buffer and decoded back as encode_columns and decode_columns do it,
-/// or element by element
-/// where encode_columns goes so (a tile column_statistics refuses, or rows off a byte of codes).
+/// row's run encoded into a buffer and decoded back as encode_columns and decode_columns do it;
+/// element by element a tile column_statistics refuses, and every tile of a column count off a
+/// multiple of 8 (whose encode goes element by element too).
 inline std::size_t roundtrip_columns(const config& c, float* x, rng_key key, std::uint64_t step) {
   const std::size_t cols = c.len;
   const std::size_t rows = c.n / cols;
