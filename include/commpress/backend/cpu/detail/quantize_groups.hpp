@@ -735,7 +735,7 @@ std::size_t encode_columns(const config& c, const T* x, unsigned char* body, con
                {c.bits, out.key, out.step, out.first_index + base, out.codes + base / 8 * c.bits,
                 nullptr, 0});
       } else {
-        std::uint32_t buf[8]; // the run starts and ends on a multiple of 8: no group straddles
+        std::uint32_t buf[8] = {}; // the run starts and ends on a multiple of 8: never read
         pack_run(c.bits, base, base + w, buf, out.codes, [&](std::size_t i) {
           return code_of(c, screen(to_float(x[i]), c.policy, ignored), k[i - base], u, i);
         });
