@@ -137,17 +137,25 @@ void BM_decode(benchmark::State& state, Codec c, std::size_t offset = 0) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 4 * n));
 }
 
-/// Registers the row `row` at 1 Mi and 64 Mi elements, timed in milliseconds.
-template <class Fn> void register_sizes(const std::string& row, Fn fn) {
+/// The sizes of a row: about 1 Mi and 64 Mi elements.
+struct row_sizes {
+  std::int64_t small = 1 << 20;
+  std::int64_t large = 1 << 26;
+};
+
+/// Registers the row `row` at its sizes, timed in milliseconds.
+template <class Fn> void register_sizes(const std::string& row, Fn fn, row_sizes sizes = {}) {
   benchmark::RegisterBenchmark(row.c_str(), fn)
-      ->Arg(1 << 20)
-      ->Arg(1 << 26)
+      ->Arg(sizes.small)
+      ->Arg(sizes.large)
       ->Unit(benchmark::kMillisecond);
 }
 
-template <class Codec> void register_codec(const char* name, Codec c) {
-  register_sizes(std::string("BM_encode/") + name, [c](benchmark::State& s) { BM_encode(s, c); });
-  register_sizes(std::string("BM_decode/") + name, [c](benchmark::State& s) { BM_decode(s, c); });
+template <class Codec> void register_codec(const char* name, Codec c, row_sizes sizes = {}) {
+  register_sizes(
+      std::string("BM_encode/") + name, [c](benchmark::State& s) { BM_encode(s, c); }, sizes);
+  register_sizes(
+      std::string("BM_decode/") + name, [c](benchmark::State& s) { BM_decode(s, c); }, sizes);
 }
 
 } // namespace
@@ -187,6 +195,10 @@ int main(int argc, char** argv) {
                               .granularity = scale_granularity::column,
                               .group = 1024,
                               .range = quant_range::asymmetric});
+  // 1020 columns: every second row starts four elements into a group of eight codes
+  register_codec("quantize_4bit_column1020",
+                 cp::quantize{.bits = 4, .granularity = scale_granularity::column, .group = 1020},
+                 {1020 * 1028, 1020 * 65794});
   register_codec("top_k_1pct", cp::top_k{.fraction = 0.01f});
   register_codec("top_k_10pct", cp::top_k{.fraction = 0.1f});
   // chunked top-k as DeMo / SparseLoCo send it: 2 of every 64 elements, 1-byte indices, and the

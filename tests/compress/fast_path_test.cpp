@@ -168,8 +168,8 @@ TEST_SUITE("compress") {
     const float inf = std::numeric_limits<float>::infinity();
     const float nan = std::numeric_limits<float>::quiet_NaN();
     // 8, 24 and 72 columns (fewer than a vector of lanes past whole ones, or none), 264, 328 and
-    // 520 (whole tiles of 256 and a part one), 33 and 300 (rows off a byte of codes: element by
-    // element); one row and 37. Each with finite inputs (every tile through the kernels), with a
+    // 520 (whole tiles of 256 and a part one), 33 and 300 (rows, and tiles, that start inside a
+    // byte of codes); one row and 37. Each with finite inputs (every tile through the kernels), with a
     // NaN and an Inf (their tiles element by element), and with a wide asymmetric column alone.
     for (std::size_t cols : {8u, 24u, 72u, 264u, 328u, 520u, 33u, 300u})
       for (std::size_t rows : {37u, 1u})
@@ -220,6 +220,10 @@ TEST_SUITE("compress") {
                   const cp::context ctx{
                       .seed = 3, .step = 9, .tensor_id = 4, .on_nonfinite = policy};
                   const auto payload = encode_all(q, ctx, x);
+                  // Every bit of the payload is written: into a buffer of ones, the same bytes.
+                  std::vector<std::byte> dirty(payload.size(), std::byte{0xff});
+                  cp::encode(cp::cpu::seq, q, ctx, std::span<const float>(x), dirty);
+                  CHECK(dirty == payload);
                   const unsigned char* body = body_of(payload);
                   const std::size_t record_bytes = q.record_bytes();
                   const unsigned char* codes = body + record_bytes * cols;

@@ -11,11 +11,11 @@
 /// Two layers:
 /// - Drivers walk the groups with the codec's configuration as run-time values. They form each
 ///   group's statistics and record, handle what the vector kernels do not (a group holding a
-///   NaN or Inf, per-column scales of a column count off a multiple of 8, a group's elements
-///   before its first multiple of 8, and encode's past its last) one element at a time, and
-///   hand each group's run from its first multiple of 8 to the kernels (per-column scales:
-///   each row's run of a tile of columns, scaled by its columns' coders before the kernel and
-///   given their records after it); half-precision elements
+///   NaN or Inf, a group's elements before its first multiple of 8, and encode's past its last)
+///   one element at a time, and hand each group's run from its first multiple of 8 to the
+///   kernels (per-column scales: each row's run of a tile of columns, from the byte of codes it
+///   starts in, scaled by its columns' coders before the kernel and given their records after
+///   it); half-precision elements
 ///   reach them widened to fp32 a batch at a time (a batch of short groups, or of one long
 ///   group's elements), and leave them through a buffer. Only the element type is a template
 ///   parameter.
@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <span>
@@ -517,13 +518,6 @@ inline constexpr std::size_t column_rows_ahead = 4;
 /// of an fp32 matrix of up to about 2000 rows is read the second time from a 2 MiB L2.
 inline constexpr std::size_t column_tile = 256;
 
-/// Whether the column drivers serve a column-scaled tensor through the kernels: every row
-/// starts on a byte of codes (a multiple of 8 columns); otherwise its groups of eight codes
-/// straddle rows, and encode and decode go element by element.
-inline bool columns_in_tiles(const config& c) {
-  return c.len % 8 == 0;
-}
-
 /// Folds one row's run of a column tile, v[0, w), into each column's statistics as fold does
 /// (symmetric: key[j], the largest magnitude's bits, which column_statistics folds into `most`
 /// at the end; asymmetric: s0[j] = lo and s1[j] = hi, and every element's magnitude bits into
@@ -687,70 +681,160 @@ template <bool Accumulate> column_records_fn column_records_for(const config& c)
                         : &apply_column_records<true, Accumulate>;
 }
 
-/// Encodes a column-scaled tensor x (columns_in_tiles) a tile of columns at a time: the tile's
-/// statistics over every row, its records, then each row's run scaled by its columns' coders
-/// and coded by the block kernel with unit_coder; a tile that column_statistics refuses (a NaN or
-/// Inf, or a wide asymmetric column) element by element, as the per-element definitions, screening
-/// and counting each NaN or Inf. The codes are written out of order: a checksum hears of them once
-/// all are. Returns the NaN/Inf count.
+/// The coders and records of a tile of columns [j0, j0 + w), from each column's statistics
+/// over every row: inv and lo for the scaling before the kernel, k for element-by-element
+/// codes, and the record {a, b}. `served` when column_statistics takes the tile; otherwise its
+/// statistics are formed element by element, each NaN or Inf counted in `bad`, and its rows go
+/// element by element too.
+struct column_coders {
+  alignas(64) float inv[column_tile];
+  alignas(64) float lo[column_tile];
+  alignas(64) float a[column_tile];
+  alignas(64) float b[column_tile];
+  quantize::coder k[column_tile];
+  bool served = false;
+
+  template <element T>
+  void form(const config& c, const T* x, std::size_t j0, std::size_t w, std::size_t& bad) {
+    const std::size_t rows = c.n / c.len;
+    alignas(64) float s0[column_tile];
+    alignas(64) float s1[column_tile];
+    served = column_statistics(c.range, x, rows, c.len, j0, w, s0, s1);
+    if (!served)
+      column_statistics_one_by_one(c, x, rows, j0, w, s0, s1, bad);
+    for (std::size_t j = 0; j < w; ++j) {
+      k[j] = quantize::make_coder(c.range, c.bits, s0[j], s1[j]);
+      const quantize::record rec = quantize::make_record(c.range, c.bits, s0[j], s1[j]);
+      inv[j] = k[j].inv;
+      lo[j] = k[j].lo;
+      a[j] = rec.a;
+      b[j] = rec.b;
+    }
+  }
+};
+
+/// Room for a row's run of a tile with the elements before it from the byte of codes it
+/// starts in (fewer than 8), up to the next multiple of 8.
+inline constexpr std::size_t column_run_room = column_tile + 8;
+
+/// The codes of one row's run of a tile t, elements [base, base + w) of x, packed into `packed`
+/// as from element base / 8 * 8, where a byte of codes starts; the elements before base and
+/// from base + w to the next multiple of 8 are coded as zeros, their codes not to be used. A
+/// served tile through the block kernel (each element scaled by its column's coder, then coded
+/// with unit_coder); any other element by element, screening without counting again.
+template <element T>
+void code_column_run(const config& c, const column_coders& t, const T* x, std::size_t base,
+                     std::size_t w, uniform_stream& u, unsigned char* packed) {
+  const std::size_t lead = base % 8;
+  const std::size_t m = (lead + w + 7) / 8 * 8;
+  if (t.served) {
+    alignas(64) float y[column_run_room];
+    float* const run = y + lead;
+    if constexpr (std::is_same_v<T, float>) {
+      scale_by_columns_for(c)(x + base, w, t.inv, t.lo, run);
+    } else {
+      widen_elements(x + base, w, run);
+      scale_by_columns_for(c)(run, w, t.inv, t.lo, run);
+    }
+    for (std::size_t i = 0; i < lead; ++i)
+      y[i] = 0.0f;
+    for (std::size_t i = lead + w; i < m; ++i)
+      y[i] = 0.0f;
+    const code_run codes{0, m, unit_coder};
+    encode_kernel_for(c)(y, m, &codes, 1, {c.bits, u.key, u.step, base - lead, packed, nullptr, 0});
+    return;
+  }
+  std::uint32_t codes[column_run_room] = {};
+  std::size_t ignored = 0; // counted by column_statistics_one_by_one
+  for (std::size_t j = 0; j < w; ++j)
+    codes[lead + j] =
+        code_of(c, screen(to_float(x[base + j]), c.policy, ignored), t.k[j], u, base + j);
+  for (std::size_t i = 0; i < m; i += 8)
+    commpress::detail::pack_group(codes + i, 8, c.bits, packed + i / 8 * c.bits);
+}
+
+/// Copies bits [from, to) of src into dst (bit i of a stream is bit i % 8 of byte i / 8),
+/// leaving dst's other bits as they are.
+inline void copy_bits(const unsigned char* src, std::size_t from, std::size_t to,
+                      unsigned char* dst) {
+  if (from == to)
+    return;
+  const std::size_t first = from / 8;
+  const std::size_t last = (to - 1) / 8;
+  const auto merge = [&](std::size_t byte, unsigned mask) {
+    dst[byte] = static_cast<unsigned char>((dst[byte] & ~mask) | (src[byte] & mask));
+  };
+  const unsigned head = 0xffu << (from % 8) & 0xffu;
+  const unsigned tail = 0xffu >> (7 - (to - 1) % 8);
+  if (first == last)
+    return merge(first, head & tail);
+  merge(first, head);
+  std::memcpy(dst + first + 1, src + first + 1, last - first - 1);
+  merge(last, tail);
+}
+
+/// Encodes a column-scaled tensor x a tile of columns at a time: the tile's coders and records
+/// (column_coders), then each row's run coded (code_column_run) and its bits copied into the
+/// body. Returns the NaN/Inf count. The codes are written out of order: a checksum hears of
+/// them once all are.
 template <element T>
 std::size_t encode_columns(const config& c, const T* x, unsigned char* body, const code_sink& out,
                            uniform_stream& u) {
   const std::size_t cols = c.len;
   const std::size_t rows = c.n / cols;
-  const encode_kernel kernel = encode_kernel_for(c);
-  const scale_fn scale = scale_by_columns_for(c);
-  alignas(64) float y[column_tile];
-  alignas(64) float s0[column_tile];
-  alignas(64) float s1[column_tile];
-  alignas(64) float inv[column_tile];
-  alignas(64) float lo[column_tile];
-  quantize::coder k[column_tile];
+  column_coders t;
+  alignas(64) unsigned char packed[column_run_room];
   std::size_t bad = 0;
-  std::size_t ignored = 0; // the second load of an element must not count it again
   for (std::size_t j0 = 0; j0 < cols; j0 += column_tile) {
     const std::size_t w = cols - j0 < column_tile ? cols - j0 : column_tile;
-    const bool served = column_statistics(c.range, x, rows, cols, j0, w, s0, s1);
-    if (!served)
-      column_statistics_one_by_one(c, x, rows, j0, w, s0, s1, bad);
-    for (std::size_t j = 0; j < w; ++j) {
-      store_record(c.range, body, j0 + j, quantize::make_record(c.range, c.bits, s0[j], s1[j]));
-      k[j] = quantize::make_coder(c.range, c.bits, s0[j], s1[j]);
-      inv[j] = k[j].inv;
-      lo[j] = k[j].lo;
-    }
+    t.form(c, x, j0, w, bad);
+    for (std::size_t j = 0; j < w; ++j)
+      store_record(c.range, body, j0 + j, {t.a[j], t.b[j]});
     for (std::size_t r = 0; r < rows; ++r) {
       const std::size_t base = r * cols + j0;
-      if (served) {
-        if (r + column_rows_ahead < rows)
-          prefetch_lines(x + base + column_rows_ahead * cols, w * sizeof(T));
-        if constexpr (std::is_same_v<T, float>) {
-          scale(x + base, w, inv, lo, y);
-        } else {
-          widen_elements(x + base, w, y);
-          scale(y, w, inv, lo, y);
-        }
-        const code_run run{0, w, unit_coder};
-        kernel(y, w, &run, 1,
-               {c.bits, out.key, out.step, out.first_index + base, out.codes + base / 8 * c.bits,
-                nullptr, 0});
+      if (t.served && r + column_rows_ahead < rows)
+        prefetch_lines(x + base + column_rows_ahead * cols, w * sizeof(T));
+      // A run from a byte of codes to a byte of codes is coded in place; any other shares its
+      // first or last byte with its neighbours, and its bits are copied in.
+      const std::size_t lead = base % 8;
+      unsigned char* const at = out.codes + (base - lead) / 8 * c.bits;
+      if (lead == 0 && w % 8 == 0) {
+        code_column_run(c, t, x, base, w, u, at);
       } else {
-        std::uint32_t buf[8] = {}; // the run starts and ends on a multiple of 8: never read
-        pack_run(c.bits, base, base + w, buf, out.codes, [&](std::size_t i) {
-          return code_of(c, screen(to_float(x[i]), c.policy, ignored), k[i - base], u, i);
-        });
+        code_column_run(c, t, x, base, w, u, packed);
+        copy_bits(packed, lead * c.bits, (lead + w) * c.bits, at);
       }
     }
   }
+  // The bits of the last byte past the last code are 0.
+  const std::size_t end_bit = c.n * c.bits;
+  if (end_bit % 8 != 0)
+    out.codes[end_bit / 8] &= static_cast<unsigned char>((1u << end_bit % 8) - 1u);
   out.progress(c.n);
   return bad;
 }
 
-/// Decodes rows [r0, r1) of a column-scaled body (columns_in_tiles) into out, a tile of columns
-/// at a time: out = value, or with Accumulate out += weight * value, each row's run decoded by
-/// the block kernel with unit_record and given its columns' records; a tile with a wide
-/// asymmetric record, or to store one with a NaN or Inf record, element by element
-/// (decode_each).
+/// out[0, m) = values[0, m) converted as from_float does, 64 at a time by store_elements_64, or
+/// through `stream` (at element `at`) where it is not null.
+template <element T>
+void store_values(T* out, const float* values, std::size_t m, streamed_runs<T>* stream = nullptr,
+                  std::size_t at = 0) {
+  std::size_t k = 0;
+  for (; m - k >= 64; k += 64) {
+    if (stream != nullptr)
+      stream->put_64(at + k, values + k);
+    else
+      store_elements_64(out + k, values + k);
+  }
+  for (; k < m; ++k)
+    out[k] = from_float<T>(values[k]);
+}
+
+/// Decodes rows [r0, r1) of a column-scaled body into out, a tile of columns at a time: out =
+/// value, or with Accumulate out += weight * value, each row's run decoded by the block kernel
+/// with unit_record, from the byte of codes it starts in, and given its columns' records; a
+/// tile with a wide asymmetric record, or to store one with a NaN or Inf record, element by
+/// element (decode_each).
 template <bool Accumulate, element T, class Put>
 void decode_columns(const config& c, const unsigned char* body, T* out, float weight,
                     std::size_t r0, std::size_t r1, Put&& put) {
@@ -758,10 +842,9 @@ void decode_columns(const config& c, const unsigned char* body, T* out, float we
   const unsigned char* const codes = body + c.codes;
   const decode_kernel kernel = decode_kernel_for<false>(c);
   const column_records_fn with_records = column_records_for<Accumulate>(c);
-  const value_run run{0, 0, unit_record(c.range)};
   alignas(64) float a[column_tile];
   alignas(64) float b[column_tile];
-  alignas(64) float levels[column_tile];
+  alignas(64) float levels[column_run_room];
   alignas(64) float values[std::is_same_v<T, float> ? 1 : column_tile];
   for (std::size_t j0 = 0; j0 < cols; j0 += column_tile) {
     const std::size_t w = cols - j0 < column_tile ? cols - j0 : column_tile;
@@ -781,23 +864,21 @@ void decode_columns(const config& c, const unsigned char* body, T* out, float we
         decode_each(c, true, body, r * cols + j0, r * cols + j0 + w, put);
       continue;
     }
-    const value_run tile_run{0, w, run.record};
     for (std::size_t r = r0; r < r1; ++r) {
       const std::size_t base = r * cols + j0;
+      const std::size_t lead = base % 8;
       if (r + column_rows_ahead < r1) {
-        prefetch_lines(codes + (base + column_rows_ahead * cols) / 8 * c.bits, w * c.bits / 8);
-        prefetch_lines<true>(out + base + column_rows_ahead * cols, w * sizeof(T));
+        const std::size_t ahead = base + column_rows_ahead * cols;
+        prefetch_lines(codes + ahead * c.bits / 8, (w * c.bits + 7) / 8);
+        prefetch_lines<true>(out + ahead, w * sizeof(T));
       }
-      kernel(codes + base / 8 * c.bits, c.bits, &tile_run, 1, levels, w, 1.0f, nullptr);
+      const value_run run{0, lead + w, unit_record(c.range)};
+      kernel(codes + (base - lead) / 8 * c.bits, c.bits, &run, 1, levels, lead + w, 1.0f, nullptr);
       if constexpr (std::is_same_v<T, float>) {
-        with_records(levels, w, a, b, weight, out + base);
+        with_records(levels + lead, w, a, b, weight, out + base);
       } else {
-        with_records(levels, w, a, b, weight, values);
-        std::size_t j = 0;
-        for (; w - j >= 64; j += 64)
-          store_elements_64(out + base + j, values + j);
-        for (; j < w; ++j)
-          out[base + j] = from_float<T>(values[j]);
+        with_records(levels + lead, w, a, b, weight, values);
+        store_values(out + base, values, w);
       }
     }
   }
@@ -851,156 +932,120 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
     };
   };
 
-  if (q.granularity == scale_granularity::column && columns_in_tiles(c))
+  if (q.granularity == scale_granularity::column)
     return encode_columns(c, in.data(), body, sink, u);
-  if (q.granularity == scale_granularity::column) {
-    // The record slots hold the column statistics until every code is written: symmetric
-    // {absmax}, asymmetric {lo, hi}; then they are turned into records in place.
-    const std::size_t cols = c.len;
-    const std::size_t rows = n / cols;
-    for (std::size_t j = 0; j < cols; ++j)
-      store_record(c.range, body, j, {stat0_init(c.range), stat1_init});
-    for (std::size_t r = 0; r < rows; ++r) {
-      const T* row = in.data() + r * cols;
-      for (std::size_t j = 0; j < cols; ++j) {
-        quantize::record s = load_record(c.range, body, j);
-        fold(c.range, screen(to_float(row[j]), c.policy, bad), s.a, s.b);
-        store_record(c.range, body, j, s);
+  const std::size_t stop = last_group * c.len < n ? last_group * c.len : n;
+  // Groups of a multiple of 8 elements, at most a batch, go through the kernels a batch of
+  // groups at a time; any other group (longer, or of a length that is not a multiple of 8)
+  // on its own.
+  const bool batched = c.len % 8 == 0 && c.len <= batch_elements;
+  const encode_kernel kernel = encode_kernel_for(c);
+  std::size_t g = first_group;
+  // A 16-bit input goes through the kernels widened into `wide`: a batch of whole groups at
+  // a time, or a batch of the elements of one longer group.
+  constexpr bool fp32 = std::is_same_v<T, float>;
+  alignas(64) float wide[fp32 ? 1 : batch_elements];
+  // The codes of `count` runs of x, which holds xn elements from element `origin` on (a
+  // multiple of 8): their codes and random words count from there.
+  const auto encode_runs_of = [&](const float* x, std::size_t xn, std::size_t origin,
+                                  const code_run* runs, std::size_t count) {
+    const std::size_t code_bytes = origin / 8 * c.bits;
+    kernel(x, xn, runs, count,
+           {c.bits, key, ctx.step, first_index + origin, codes + code_bytes, sum,
+            c.codes + code_bytes});
+  };
+  // The codes of elements [b, e) of a group with coder k, one by one (a group's head before
+  // its first whole eight, or its tail after its last).
+  const auto codes_one_by_one = [&](std::size_t b, std::size_t e, quantize::coder k) {
+    if (b != e) {
+      pack_run(c.bits, b, e, buf, codes, code_at(k));
+      sink.progress(e);
+    }
+  };
+  for (std::size_t begin = first_group * c.len; begin < stop;) {
+    const std::size_t end = n - begin < c.len ? n : begin + c.len; // of the group at begin
+    if (batched) { // a batch of groups through the kernel
+      const std::size_t per_batch = batch_elements / c.len;
+      // x holds the elements from `origin` on, xn of them.
+      const float* x;
+      std::size_t origin = 0;
+      std::size_t xn = n;
+      if constexpr (fp32) {
+        x = in.data();
+      } else {
+        origin = begin;
+        xn = stop - begin < per_batch * c.len ? stop - begin : per_batch * c.len;
+        widen_elements(in.data() + begin, xn, wide);
+        x = wide;
       }
-    }
-    if (poison && bad != 0) {
-      const float nan = bits_to_float(0x7fc00000u);
-      for (std::size_t i = 0; i < n; ++i)
-        if (!is_finite(to_float(in[i])))
-          store_record(c.range, body, i % cols, {nan, nan});
-    }
-    for (std::size_t r = 0; r < rows; ++r) {
-      const std::size_t base = r * cols;
-      pack_run(c.bits, base, base + cols, buf, codes, [&](std::size_t i) {
-        const quantize::record s = load_record(c.range, body, i - base);
-        const quantize::coder k = quantize::make_coder(c.range, c.bits, s.a, s.b);
-        return code_of(c, screen(to_float(in[i]), c.policy, ignored), k, u, i);
-      });
-      sink.progress(base + cols);
-    }
-    for (std::size_t j = 0; j < cols; ++j) {
-      const quantize::record s = load_record(c.range, body, j);
-      store_record(c.range, body, j, quantize::make_record(c.range, c.bits, s.a, s.b));
-    }
-  } else {
-    const std::size_t stop = last_group * c.len < n ? last_group * c.len : n;
-    // Groups of a multiple of 8 elements, at most a batch, go through the kernels a batch of
-    // groups at a time; any other group (longer, or of a length that is not a multiple of 8)
-    // on its own.
-    const bool batched = c.len % 8 == 0 && c.len <= batch_elements;
-    const encode_kernel kernel = encode_kernel_for(c);
-    std::size_t g = first_group;
-    // A 16-bit input goes through the kernels widened into `wide`: a batch of whole groups at
-    // a time, or a batch of the elements of one longer group.
-    constexpr bool fp32 = std::is_same_v<T, float>;
-    alignas(64) float wide[fp32 ? 1 : batch_elements];
-    // The codes of `count` runs of x, which holds xn elements from element `origin` on (a
-    // multiple of 8): their codes and random words count from there.
-    const auto encode_runs_of = [&](const float* x, std::size_t xn, std::size_t origin,
-                                    const code_run* runs, std::size_t count) {
-      const std::size_t code_bytes = origin / 8 * c.bits;
-      kernel(x, xn, runs, count,
-             {c.bits, key, ctx.step, first_index + origin, codes + code_bytes, sum,
-              c.codes + code_bytes});
-    };
-    // The codes of elements [b, e) of a group with coder k, one by one (a group's head before
-    // its first whole eight, or its tail after its last).
-    const auto codes_one_by_one = [&](std::size_t b, std::size_t e, quantize::coder k) {
-      if (b != e) {
-        pack_run(c.bits, b, e, buf, codes, code_at(k));
-        sink.progress(e);
-      }
-    };
-    for (std::size_t begin = first_group * c.len; begin < stop;) {
-      const std::size_t end = n - begin < c.len ? n : begin + c.len; // of the group at begin
-      if (batched) { // a batch of groups through the kernel
-        const std::size_t per_batch = batch_elements / c.len;
-        // x holds the elements from `origin` on, xn of them.
-        const float* x;
-        std::size_t origin = 0;
-        std::size_t xn = n;
-        if constexpr (fp32) {
-          x = in.data();
-        } else {
-          origin = begin;
-          xn = stop - begin < per_batch * c.len ? stop - begin : per_batch * c.len;
-          widen_elements(in.data() + begin, xn, wide);
-          x = wide;
-        }
-        code_run runs[batch_elements / 8];
-        std::size_t count = 0;
-        for (std::size_t b = begin; count < per_batch && b < stop; ++count, b += c.len) {
-          const std::size_t e = n - b < c.len ? n : b + c.len;
-          float s0, s1;
-          if (!group_statistics(c.range, x, xn, b - origin, e - origin, s0, s1))
-            break; // a NaN or Inf: this group goes element-wise
-          store_record(c.range, body, g + count, quantize::make_record(c.range, c.bits, s0, s1));
-          runs[count] = {b - origin, b - origin + (e - b) / 8 * 8,
-                         quantize::make_coder(c.range, c.bits, s0, s1)};
-        }
-        if (count != 0) {
-          encode_runs_of(x, xn, origin, runs, count);
-          // The last group's elements past its last whole eight (it ends the tensor).
-          const code_run& last = runs[count - 1];
-          const std::size_t last_begin = origin + last.begin;
-          const std::size_t e = n - last_begin < c.len ? n : last_begin + c.len;
-          codes_one_by_one(origin + last.end, e, last.coder);
-          g += count;
-          begin = e;
-          continue;
-        }
-      } else if (end - begin >= vector_tail_min) {
-        // One group: its statistics from the input's lanes; its codes one by one up to its
-        // first whole eight, through the kernel (a batch of widened elements at a time for a
-        // 16-bit input) up to its last, and one by one after that.
+      code_run runs[batch_elements / 8];
+      std::size_t count = 0;
+      for (std::size_t b = begin; count < per_batch && b < stop; ++count, b += c.len) {
+        const std::size_t e = n - b < c.len ? n : b + c.len;
         float s0, s1;
-        if (group_statistics(c.range, in.data(), n, begin, end, s0, s1)) {
-          store_record(c.range, body, g, quantize::make_record(c.range, c.bits, s0, s1));
-          const quantize::coder k = quantize::make_coder(c.range, c.bits, s0, s1);
-          const std::size_t head = first_whole_eight(begin, end);
-          const std::size_t whole = head + (end - head) / 8 * 8;
-          codes_one_by_one(begin, head, k);
-          if constexpr (fp32) {
-            const code_run run{head, whole, k};
-            if (head != whole)
-              encode_runs_of(in.data(), n, 0, &run, 1);
-          } else {
-            for (std::size_t origin = head; origin < whole; origin += batch_elements) {
-              const std::size_t xn =
-                  whole - origin < batch_elements ? whole - origin : batch_elements;
-              widen_elements(in.data() + origin, xn, wide);
-              const code_run run{0, xn, k};
-              encode_runs_of(wide, xn, origin, &run, 1);
-            }
-          }
-          codes_one_by_one(whole, end, k);
-          ++g;
-          begin = end;
-          continue;
-        }
+        if (!group_statistics(c.range, x, xn, b - origin, e - origin, s0, s1))
+          break; // a NaN or Inf: this group goes element-wise
+        store_record(c.range, body, g + count, quantize::make_record(c.range, c.bits, s0, s1));
+        runs[count] = {b - origin, b - origin + (e - b) / 8 * 8,
+                       quantize::make_coder(c.range, c.bits, s0, s1)};
       }
-      // One group element by element: it holds a NaN or Inf, it is a wide asymmetric group, or
-      // it is too short for the kernels to pay.
-      float s0 = stat0_init(c.range);
-      float s1 = stat1_init;
-      const std::size_t bad_before = bad;
-      for (std::size_t i = begin; i < end; ++i)
-        fold(c.range, screen(to_float(in[i]), c.policy, bad), s0, s1);
-      if (poison && bad != bad_before)
-        s0 = s1 = bits_to_float(0x7fc00000u);
-      store_record(c.range, body, g, quantize::make_record(c.range, c.bits, s0, s1));
-      codes_one_by_one(begin, end, quantize::make_coder(c.range, c.bits, s0, s1));
-      ++g;
-      begin = end;
+      if (count != 0) {
+        encode_runs_of(x, xn, origin, runs, count);
+        // The last group's elements past its last whole eight (it ends the tensor).
+        const code_run& last = runs[count - 1];
+        const std::size_t last_begin = origin + last.begin;
+        const std::size_t e = n - last_begin < c.len ? n : last_begin + c.len;
+        codes_one_by_one(origin + last.end, e, last.coder);
+        g += count;
+        begin = e;
+        continue;
+      }
+    } else if (end - begin >= vector_tail_min) {
+      // One group: its statistics from the input's lanes; its codes one by one up to its
+      // first whole eight, through the kernel (a batch of widened elements at a time for a
+      // 16-bit input) up to its last, and one by one after that.
+      float s0, s1;
+      if (group_statistics(c.range, in.data(), n, begin, end, s0, s1)) {
+        store_record(c.range, body, g, quantize::make_record(c.range, c.bits, s0, s1));
+        const quantize::coder k = quantize::make_coder(c.range, c.bits, s0, s1);
+        const std::size_t head = first_whole_eight(begin, end);
+        const std::size_t whole = head + (end - head) / 8 * 8;
+        codes_one_by_one(begin, head, k);
+        if constexpr (fp32) {
+          const code_run run{head, whole, k};
+          if (head != whole)
+            encode_runs_of(in.data(), n, 0, &run, 1);
+        } else {
+          for (std::size_t origin = head; origin < whole; origin += batch_elements) {
+            const std::size_t xn =
+                whole - origin < batch_elements ? whole - origin : batch_elements;
+            widen_elements(in.data() + origin, xn, wide);
+            const code_run run{0, xn, k};
+            encode_runs_of(wide, xn, origin, &run, 1);
+          }
+        }
+        codes_one_by_one(whole, end, k);
+        ++g;
+        begin = end;
+        continue;
+      }
     }
-    if (stop != n)
-      return bad; // the range ends on a multiple of 8: nothing is left in buf
+    // One group element by element: it holds a NaN or Inf, it is a wide asymmetric group, or
+    // it is too short for the kernels to pay.
+    float s0 = stat0_init(c.range);
+    float s1 = stat1_init;
+    const std::size_t bad_before = bad;
+    for (std::size_t i = begin; i < end; ++i)
+      fold(c.range, screen(to_float(in[i]), c.policy, bad), s0, s1);
+    if (poison && bad != bad_before)
+      s0 = s1 = bits_to_float(0x7fc00000u);
+    store_record(c.range, body, g, quantize::make_record(c.range, c.bits, s0, s1));
+    codes_one_by_one(begin, end, quantize::make_coder(c.range, c.bits, s0, s1));
+    ++g;
+    begin = end;
   }
+  if (stop != n)
+    return bad; // the range ends on a multiple of 8: nothing is left in buf
   if ((n & 7u) != 0)
     commpress::detail::pack_group(buf, static_cast<unsigned>(n & 7u), c.bits,
                                   codes + (n >> 3) * c.bits);
@@ -1086,14 +1131,13 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
   if (first >= last)
     return;
   const config c(q, nonfinite_policy::propagate, n);
-  const bool column = q.granularity == scale_granularity::column;
   const auto put = [&](std::size_t i, float v) {
     if constexpr (Accumulate)
       out[i] = commpress::detail::add_rn(out[i], commpress::detail::mul_rn(weight, v));
     else
       out[i] = from_float<T>(v);
   };
-  if (column && columns_in_tiles(c)) {
+  if (q.granularity == scale_granularity::column) {
     // Whole rows through the tiles; a part of a row at either end element by element.
     const std::size_t r0 = (first + c.len - 1) / c.len;
     const std::size_t r1 = last / c.len;
@@ -1104,7 +1148,7 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
     return decode_each(c, true, body, r1 * c.len, last, put);
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (!column && decodes_in_runs(c)) {
+    if (decodes_in_runs(c)) {
       const decode_kernel kernel = decode_kernel_for<Accumulate>(c);
       // A large output is streamed where its runs start a multiple of 16 floats apart.
       std::optional<streamed_runs<float>> stream;
@@ -1124,7 +1168,7 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
         stream->finish();
       return;
     }
-  } else if (!column && decodes_in_runs(c)) {
+  } else if (decodes_in_runs(c)) {
     // A 16-bit output: a window of values at a time into a buffer, whose values
     // store_elements_64 converts as from_float does (through `stream` for a large output: its
     // runs all start a multiple of 64 elements from `first`).
@@ -1137,75 +1181,46 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
     for (std::size_t a = first; a < last; a += window) {
       const std::size_t m = last - a < window ? last - a : window;
       decode_values(c, false, body, a, a + m, values);
-      std::size_t k = 0;
-      for (; m - k >= 64; k += 64) {
-        if (stream)
-          stream->put_64(a + k, values + k);
-        else
-          store_elements_64(out + a + k, values + k);
-      }
-      for (; k < m; ++k)
-        out[a + k] = from_float<T>(values[k]);
+      store_values(out + a, values, m, stream ? &*stream : nullptr, a);
     }
     if (stream)
       stream->finish();
     return;
   }
-  decode_each(c, column, body, first, last, put);
+  decode_each(c, false, body, first, last, put);
 }
 
 /// roundtrip of a column-scaled tensor, a tile of columns at a time as encode_columns: each
-/// row's run encoded into a buffer and decoded back as encode_columns and decode_columns do it;
-/// element by element a tile column_statistics refuses, and every tile of a column count off a
-/// multiple of 8 (whose encode goes element by element too).
+/// row's run coded into a buffer (code_column_run) and decoded back as decode_columns does it;
+/// element by element a tile column_statistics refuses.
 inline std::size_t roundtrip_columns(const config& c, float* x, rng_key key, std::uint64_t step) {
   const std::size_t cols = c.len;
   const std::size_t rows = c.n / cols;
-  const encode_kernel encode_chunk = encode_kernel_for(c);
   const decode_kernel decode_chunk = decode_kernel_for<false>(c);
-  const scale_fn scale = scale_by_columns_for(c);
   // A tile the kernels take has finite statistics, and so finite records.
   const column_records_fn with_records = column_records_for<false>(c);
   uniform_stream u{key, step};
-  alignas(64) float s0[column_tile];
-  alignas(64) float s1[column_tile];
-  alignas(64) float inv[column_tile];
-  alignas(64) float lo[column_tile];
-  alignas(64) float a[column_tile];
-  alignas(64) float b[column_tile];
-  alignas(64) float y[column_tile];
-  alignas(64) unsigned char packed[column_tile];
-  quantize::coder k[column_tile];
+  column_coders t;
+  alignas(64) unsigned char packed[column_run_room];
+  alignas(64) float levels[column_run_room];
   std::size_t bad = 0;
-  std::size_t ignored = 0;
+  std::size_t ignored = 0; // counted by column_statistics_one_by_one
   for (std::size_t j0 = 0; j0 < cols; j0 += column_tile) {
     const std::size_t w = cols - j0 < column_tile ? cols - j0 : column_tile;
-    const bool served =
-        columns_in_tiles(c) && column_statistics(c.range, x, rows, cols, j0, w, s0, s1);
-    if (!served)
-      column_statistics_one_by_one(c, x, rows, j0, w, s0, s1, bad);
-    for (std::size_t j = 0; j < w; ++j) {
-      const quantize::record rec = quantize::make_record(c.range, c.bits, s0[j], s1[j]);
-      k[j] = quantize::make_coder(c.range, c.bits, s0[j], s1[j]);
-      inv[j] = k[j].inv;
-      lo[j] = k[j].lo;
-      a[j] = rec.a;
-      b[j] = rec.b;
-    }
+    t.form(c, x, j0, w, bad);
     for (std::size_t r = 0; r < rows; ++r) {
       const std::size_t base = r * cols + j0;
-      if (served) {
-        scale(x + base, w, inv, lo, y);
-        const code_run codes{0, w, unit_coder};
-        encode_chunk(y, w, &codes, 1, {c.bits, key, step, base, packed, nullptr, 0});
-        const value_run levels{0, w, unit_record(c.range)};
-        decode_chunk(packed, c.bits, &levels, 1, y, w, 1.0f, nullptr);
-        with_records(y, w, a, b, 1.0f, x + base);
+      if (t.served) {
+        const std::size_t lead = base % 8;
+        code_column_run(c, t, x, base, w, u, packed);
+        const value_run run{0, lead + w, unit_record(c.range)};
+        decode_chunk(packed, c.bits, &run, 1, levels, lead + w, 1.0f, nullptr);
+        with_records(levels + lead, w, t.a, t.b, 1.0f, x + base);
       } else {
         for (std::size_t j = 0; j < w; ++j) {
           const std::uint32_t code =
-              code_of(c, screen(x[base + j], c.policy, ignored), k[j], u, base + j);
-          x[base + j] = quantize::decode_value(c.range, c.bits, code, {a[j], b[j]});
+              code_of(c, screen(x[base + j], c.policy, ignored), t.k[j], u, base + j);
+          x[base + j] = quantize::decode_value(c.range, c.bits, code, {t.a[j], t.b[j]});
         }
       }
     }
