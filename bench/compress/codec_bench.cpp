@@ -139,15 +139,15 @@ void BM_decode(benchmark::State& state, Codec c, std::size_t offset = 0) {
 
 /// The sizes of a row: about 1 Mi and 64 Mi elements.
 struct row_sizes {
-  std::int64_t small = 1 << 20;
-  std::int64_t large = 1 << 26;
+  std::int64_t about_1mi = 1 << 20;
+  std::int64_t about_64mi = 1 << 26;
 };
 
 /// Registers the row `row` at its sizes, timed in milliseconds.
 template <class Fn> void register_sizes(const std::string& row, Fn fn, row_sizes sizes = {}) {
   benchmark::RegisterBenchmark(row.c_str(), fn)
-      ->Arg(sizes.small)
-      ->Arg(sizes.large)
+      ->Arg(sizes.about_1mi)
+      ->Arg(sizes.about_64mi)
       ->Unit(benchmark::kMillisecond);
 }
 

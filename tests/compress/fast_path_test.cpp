@@ -168,10 +168,12 @@ TEST_SUITE("compress") {
     const float inf = std::numeric_limits<float>::infinity();
     const float nan = std::numeric_limits<float>::quiet_NaN();
     // 8, 24 and 72 columns (fewer than a vector of lanes past whole ones, or none), 264, 328 and
-    // 520 (whole tiles of 256 and a part one), 33 and 300 (rows, and tiles, that start inside a
-    // byte of codes); one row and 37. Each with finite inputs (every tile through the kernels), with a
-    // NaN and an Inf (their tiles element by element), and with a wide asymmetric column alone.
-    for (std::size_t cols : {8u, 24u, 72u, 264u, 328u, 520u, 33u, 300u})
+    // 520 (whole tiles of 256 and a part one); rows, and tiles, that start inside a byte of
+    // codes: 33 (every lead), 300 (a second tile of 44), 259 (a second tile of 3, odd leads) and
+    // 5 (several rows in one byte); one row and 37. Each with finite inputs (every tile through
+    // the kernels), with a NaN and an Inf (their tiles element by element), and with a wide
+    // asymmetric column alone.
+    for (std::size_t cols : {8u, 24u, 72u, 264u, 328u, 520u, 33u, 300u, 259u, 5u})
       for (std::size_t rows : {37u, 1u})
         for (int inputs : {0, 1, 2}) {
           const bool clean = inputs == 0;
@@ -182,12 +184,16 @@ TEST_SUITE("compress") {
           // float maximum of one sign (not wide).
           for (std::size_t r = 0; r < rows; ++r) {
             float* row = x.data() + r * cols;
-            row[1] = r % 2 == 0 ? -0.0f : 0.0f;
-            row[2] = 2.5f;
-            row[4] = r % 3 == 0 ? 0.0f : -0.0f;
-            row[5] = row[5] * 1e-38f;
-            row[6] = row[6] * 1e-41f;
-            row[7] = 3.3e38f - static_cast<float>(r) * 1e36f;
+            const float edge[] = {row[0],
+                                  r % 2 == 0 ? -0.0f : 0.0f,
+                                  2.5f,
+                                  row[3 % cols],
+                                  r % 3 == 0 ? 0.0f : -0.0f,
+                                  row[5 % cols] * 1e-38f,
+                                  row[6 % cols] * 1e-41f,
+                                  3.3e38f - static_cast<float>(r) * 1e36f};
+            for (std::size_t j = 1; j < 8 && j < cols; ++j)
+              row[j] = edge[j];
           }
           if (inputs == 1) {
             x[(rows - 1) * cols + 3] = nan; // column 3: a poisoned column in the first tile

@@ -5,8 +5,7 @@
 /// @file
 /// CPU implementation of the quantize codec: the group pipeline of
 /// detail/quantize_groups.hpp over the whole tensor. Nothing needs a workspace: column
-/// statistics accumulate in a tile of columns on the stack (encode of a multiple of 8 columns,
-/// and roundtrip) or in the body's record slots (encode of other column counts).
+/// statistics accumulate in a tile of columns on the stack.
 
 #include <cstddef>
 #include <cstdint>
@@ -23,15 +22,15 @@ namespace commpress::detail {
 
 template <> struct codec_impl<quantize, cpu::seq_t> {
   /// The host backend contract's flags (codec_ops.hpp, detail::host_codec_impl): the codes are
-  /// hashed while they are written (column scales of a multiple of 8 columns: once all are)
+  /// hashed while they are written (column scales: once all are)
   static constexpr bool hashes_body = true;
   static constexpr bool custom_roundtrip = true;
 
   static std::uint64_t workspace_bytes(const quantize&, std::uint64_t) { return 0; }
 
   /// The records come first and are final only at the end; the codes are written in order, but
-  /// for column scales of a multiple of 8 columns, whose codes are written a tile of columns at
-  /// a time and announced at the end.
+  /// for column scales, whose codes are written a tile of columns at a time and announced at the
+  /// end.
   static std::size_t ordered_body_from(const quantize& c, std::uint64_t n) {
     return static_cast<std::size_t>(c.n_groups(n) * c.record_bytes());
   }

@@ -15,10 +15,9 @@
 ///   one element at a time, and hand each group's run from its first multiple of 8 to the
 ///   kernels (per-column scales: each row's run of a tile of columns, from the byte of codes it
 ///   starts in, scaled by its columns' coders before the kernel and given their records after
-///   it); half-precision elements
-///   reach them widened to fp32 a batch at a time (a batch of short groups, or of one long
-///   group's elements), and leave them through a buffer. Only the element type is a template
-///   parameter.
+///   it); half-precision elements reach them widened to fp32 a batch at a time (a batch of
+///   short groups, or of one long group's elements), and leave them through a buffer. Only the
+///   element type is a template parameter.
 /// - Kernels (templates on the code width, the range and the rounding, or on accumulation)
 ///   take whole runs: a batch of short blocks, or the chunks of one long group, so that a
 ///   kernel is chosen once per batch of about 1024 elements rather than once per group. The
@@ -630,11 +629,11 @@ constexpr quantize::record unit_record(quant_range r) {
   return r == sym ? quantize::record{1.0f, 0.0f} : quantize::record{0.0f, 1.0f};
 }
 
-/// y[j] = x[j] * inv[j] (symmetric) or (x[j] - lo[j]) * inv[j], each column's coder scaling
-/// its element (w elements), as quantize::scaled does for a coder whose pre is 1: that of
-/// every column but a wide one, which never reaches here.
+/// y[j] = x[j] * inv[j] (symmetric) or (x[j] - lo[j]) * inv[j] for w elements, each scaled by
+/// its own coder (its column's, or its group's), as quantize::scaled does for a coder whose pre
+/// is 1: that of every column and group but a wide one, which never reaches here.
 template <bool Asym>
-void scale_by_columns(const float* x, std::size_t w, const float* inv, const float* lo, float* y) {
+void scale_by_coders(const float* x, std::size_t w, const float* inv, const float* lo, float* y) {
   using namespace simd;
   using commpress::detail::mul_rn, commpress::detail::sub_rn;
   std::size_t j = 0;
@@ -646,8 +645,8 @@ void scale_by_columns(const float* x, std::size_t w, const float* inv, const flo
 }
 
 using scale_fn = void (*)(const float*, std::size_t, const float*, const float*, float*);
-inline scale_fn scale_by_columns_for(const config& c) {
-  return c.range == sym ? &scale_by_columns<false> : &scale_by_columns<true>;
+inline scale_fn scale_by_coders_for(const config& c) {
+  return c.range == sym ? &scale_by_coders<false> : &scale_by_coders<true>;
 }
 
 /// The values of w levels v (unit_record's values) with their columns' records {a[j], b[j]},
@@ -685,8 +684,14 @@ template <bool Accumulate> column_records_fn column_records_for(const config& c)
 /// over every row: inv and lo for the scaling before the kernel, k for element-by-element
 /// codes, and the record {a, b}. `served` when column_statistics takes the tile; otherwise its
 /// statistics are formed element by element, each NaN or Inf counted in `bad`, and its rows go
-/// element by element too.
+/// element by element too. The scaling and the kernel that code a served tile's runs are
+/// chosen once.
 struct column_coders {
+  explicit column_coders(const config& c)
+      : scale(scale_by_coders_for(c)), encode(encode_kernel_for(c)) {}
+
+  scale_fn scale;
+  encode_kernel encode;
   alignas(64) float inv[column_tile];
   alignas(64) float lo[column_tile];
   alignas(64) float a[column_tile];
@@ -729,22 +734,27 @@ void code_column_run(const config& c, const column_coders& t, const T* x, std::s
   const std::size_t m = (lead + w + 7) / 8 * 8;
   if (t.served) {
     alignas(64) float y[column_run_room];
-    float* const run = y + lead;
+    float* const own = y + lead;
     if constexpr (std::is_same_v<T, float>) {
-      scale_by_columns_for(c)(x + base, w, t.inv, t.lo, run);
+      t.scale(x + base, w, t.inv, t.lo, own);
     } else {
-      widen_elements(x + base, w, run);
-      scale_by_columns_for(c)(run, w, t.inv, t.lo, run);
+      widen_elements(x + base, w, own);
+      t.scale(own, w, t.inv, t.lo, own);
     }
     for (std::size_t i = 0; i < lead; ++i)
       y[i] = 0.0f;
     for (std::size_t i = lead + w; i < m; ++i)
       y[i] = 0.0f;
-    const code_run codes{0, m, unit_coder};
-    encode_kernel_for(c)(y, m, &codes, 1, {c.bits, u.key, u.step, base - lead, packed, nullptr, 0});
+    const code_run run{0, m, unit_coder};
+    t.encode(y, m, &run, 1,
+             {c.bits, u.key, u.step, u.first_index + base - lead, packed, nullptr, 0});
     return;
   }
-  std::uint32_t codes[column_run_room] = {};
+  std::uint32_t codes[column_run_room];
+  for (std::size_t i = 0; i < lead; ++i)
+    codes[i] = 0;
+  for (std::size_t i = lead + w; i < m; ++i)
+    codes[i] = 0;
   std::size_t ignored = 0; // counted by column_statistics_one_by_one
   for (std::size_t j = 0; j < w; ++j)
     codes[lead + j] =
@@ -782,7 +792,7 @@ std::size_t encode_columns(const config& c, const T* x, unsigned char* body, con
                            uniform_stream& u) {
   const std::size_t cols = c.len;
   const std::size_t rows = c.n / cols;
-  column_coders t;
+  column_coders t(c);
   alignas(64) unsigned char packed[column_run_room];
   std::size_t bad = 0;
   for (std::size_t j0 = 0; j0 < cols; j0 += column_tile) {
@@ -903,6 +913,57 @@ bool group_statistics(quant_range r, const T* x, std::size_t n, std::size_t begi
   return key < 0x7f800000u;
 }
 
+/// Encodes a batch of groups of a length off a multiple of 8 (at most per_batch, from element
+/// `begin`, a group's first, to at most `stop`; x holds xn elements from `origin` on): each
+/// group's statistics and record, then its elements scaled by its coder into a buffer (as the
+/// column scales are), and the batch's elements from its first multiple of 8 to its last handed
+/// to run_of(y, m, at) as one run (m elements from element `at`) to code with unit_coder; those
+/// before (the rest of a group of eight that an element-wise group began) and after go to
+/// one_by_one(b, e, coder_of), coder_of(i) giving element i's coder. Returns the groups taken:
+/// 0 when the first holds a NaN or Inf or is wide, and goes element by element. Out of line:
+/// its buffers stay off the frame of the other batches.
+template <class OneByOne, class RunOf>
+COMMPRESS_NOINLINE std::size_t
+encode_scaled_batch(const config& c, const float* x, std::size_t xn, std::size_t origin,
+                    std::size_t begin, std::size_t stop, std::size_t per_batch, unsigned char* body,
+                    std::size_t g, OneByOne&& one_by_one, RunOf&& run_of) {
+  // Each element's coder from `begin` on: inv and lo (its pre is 1, as every group's that
+  // group_statistics takes).
+  alignas(64) float inv[batch_elements];
+  alignas(64) float lo[batch_elements];
+  std::size_t count = 0;
+  std::size_t batch_end = begin;
+  for (std::size_t b = begin; count < per_batch && b < stop; ++count, b += c.len) {
+    const std::size_t e = c.n - b < c.len ? c.n : b + c.len;
+    float s0, s1;
+    if (!group_statistics(c.range, x, xn, b - origin, e - origin, s0, s1))
+      break; // a NaN or Inf: this group goes element-wise
+    store_record(c.range, body, g + count, quantize::make_record(c.range, c.bits, s0, s1));
+    const quantize::coder k = quantize::make_coder(c.range, c.bits, s0, s1);
+    for (std::size_t i = b - begin; i < e - begin; ++i) {
+      inv[i] = k.inv;
+      lo[i] = k.lo;
+    }
+    batch_end = e;
+  }
+  if (count == 0)
+    return 0;
+  const auto coder_of = [&](std::size_t i) {
+    return quantize::coder{inv[i - begin], lo[i - begin], 1.0f};
+  };
+  const std::size_t head = first_whole_eight(begin, batch_end);
+  const std::size_t whole = head + (batch_end - head) / 8 * 8;
+  one_by_one(begin, head, coder_of);
+  if (head != whole) {
+    alignas(64) float y[batch_elements];
+    scale_by_coders_for(c)(x + (head - origin), whole - head, inv + (head - begin),
+                           lo + (head - begin), y);
+    run_of(y, whole - head, head);
+  }
+  one_by_one(whole, batch_end, coder_of);
+  return count;
+}
+
 /// Encodes the groups [first_group, last_group) of `in` (block or tensor granularity) into
 /// `body`, or every column (column granularity, whole tensors only); with a checksum, announces
 /// the codes of every finished group of eight. first_group * len is a multiple of 8. Returns
@@ -926,19 +987,16 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
   std::uint32_t buf[8] = {};
   std::size_t bad = 0;
   std::size_t ignored = 0; // the second load of an element must not count it again
-  const auto code_at = [&](quantize::coder k) {
-    return [&, k](std::size_t i) {
-      return code_of(c, screen(to_float(in[i]), c.policy, ignored), k, u, i);
-    };
-  };
 
   if (q.granularity == scale_granularity::column)
     return encode_columns(c, in.data(), body, sink, u);
   const std::size_t stop = last_group * c.len < n ? last_group * c.len : n;
-  // Groups of a multiple of 8 elements, at most a batch, go through the kernels a batch of
-  // groups at a time; any other group (longer, or of a length that is not a multiple of 8)
-  // on its own.
-  const bool batched = c.len % 8 == 0 && c.len <= batch_elements;
+  // Groups of at most a batch go through the kernels a batch of groups at a time: each group's
+  // run from its first multiple of 8 with its own coder, or, for a length off a multiple of 8,
+  // the batch's elements as one run, each first scaled by its group's coder (as the column
+  // scales are) and coded with unit_coder. A longer group goes on its own.
+  const bool batched = c.len <= batch_elements;
+  const bool aligned = c.len % 8 == 0;
   const encode_kernel kernel = encode_kernel_for(c);
   std::size_t g = first_group;
   // A 16-bit input goes through the kernels widened into `wide`: a batch of whole groups at
@@ -954,13 +1012,19 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
            {c.bits, key, ctx.step, first_index + origin, codes + code_bytes, sum,
             c.codes + code_bytes});
   };
+  // The codes of elements [b, e) one by one, coder_of(i) giving element i's coder.
+  const auto codes_one_by_one_with = [&](std::size_t b, std::size_t e, auto&& coder_of) {
+    if (b != e) {
+      pack_run(c.bits, b, e, buf, codes, [&](std::size_t i) {
+        return code_of(c, screen(to_float(in[i]), c.policy, ignored), coder_of(i), u, i);
+      });
+      sink.progress(e);
+    }
+  };
   // The codes of elements [b, e) of a group with coder k, one by one (a group's head before
   // its first whole eight, or its tail after its last).
   const auto codes_one_by_one = [&](std::size_t b, std::size_t e, quantize::coder k) {
-    if (b != e) {
-      pack_run(c.bits, b, e, buf, codes, code_at(k));
-      sink.progress(e);
-    }
+    codes_one_by_one_with(b, e, [k](std::size_t) { return k; });
   };
   for (std::size_t begin = first_group * c.len; begin < stop;) {
     const std::size_t end = n - begin < c.len ? n : begin + c.len; // of the group at begin
@@ -978,27 +1042,41 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
         widen_elements(in.data() + begin, xn, wide);
         x = wide;
       }
-      code_run runs[batch_elements / 8];
-      std::size_t count = 0;
-      for (std::size_t b = begin; count < per_batch && b < stop; ++count, b += c.len) {
-        const std::size_t e = n - b < c.len ? n : b + c.len;
-        float s0, s1;
-        if (!group_statistics(c.range, x, xn, b - origin, e - origin, s0, s1))
-          break; // a NaN or Inf: this group goes element-wise
-        store_record(c.range, body, g + count, quantize::make_record(c.range, c.bits, s0, s1));
-        runs[count] = {b - origin, b - origin + (e - b) / 8 * 8,
-                       quantize::make_coder(c.range, c.bits, s0, s1)};
-      }
-      if (count != 0) {
-        encode_runs_of(x, xn, origin, runs, count);
-        // The last group's elements past its last whole eight (it ends the tensor).
-        const code_run& last = runs[count - 1];
-        const std::size_t last_begin = origin + last.begin;
-        const std::size_t e = n - last_begin < c.len ? n : last_begin + c.len;
-        codes_one_by_one(origin + last.end, e, last.coder);
-        g += count;
-        begin = e;
-        continue;
+      if (!aligned) {
+        const std::size_t count = encode_scaled_batch(
+            c, x, xn, origin, begin, stop, per_batch, body, g, codes_one_by_one_with,
+            [&](const float* y, std::size_t m, std::size_t at) {
+              const code_run run{0, m, unit_coder};
+              encode_runs_of(y, m, at, &run, 1);
+            });
+        if (count != 0) {
+          g += count;
+          begin = n - begin < count * c.len ? n : begin + count * c.len;
+          continue;
+        }
+      } else {
+        code_run runs[batch_elements / 8];
+        std::size_t count = 0;
+        for (std::size_t b = begin; count < per_batch && b < stop; ++count, b += c.len) {
+          const std::size_t e = n - b < c.len ? n : b + c.len;
+          float s0, s1;
+          if (!group_statistics(c.range, x, xn, b - origin, e - origin, s0, s1))
+            break; // a NaN or Inf: this group goes element-wise
+          store_record(c.range, body, g + count, quantize::make_record(c.range, c.bits, s0, s1));
+          runs[count] = {b - origin, b - origin + (e - b) / 8 * 8,
+                         quantize::make_coder(c.range, c.bits, s0, s1)};
+        }
+        if (count != 0) {
+          encode_runs_of(x, xn, origin, runs, count);
+          // The last group's elements past its last whole eight (it ends the tensor).
+          const code_run& last = runs[count - 1];
+          const std::size_t last_begin = origin + last.begin;
+          const std::size_t e = n - last_begin < c.len ? n : last_begin + c.len;
+          codes_one_by_one(origin + last.end, e, last.coder);
+          g += count;
+          begin = e;
+          continue;
+        }
       }
     } else if (end - begin >= vector_tail_min) {
       // One group: its statistics from the input's lanes; its codes one by one up to its
@@ -1200,7 +1278,7 @@ inline std::size_t roundtrip_columns(const config& c, float* x, rng_key key, std
   // A tile the kernels take has finite statistics, and so finite records.
   const column_records_fn with_records = column_records_for<false>(c);
   uniform_stream u{key, step};
-  column_coders t;
+  column_coders t(c);
   alignas(64) unsigned char packed[column_run_room];
   alignas(64) float levels[column_run_room];
   std::size_t bad = 0;
