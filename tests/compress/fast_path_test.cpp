@@ -106,9 +106,10 @@ TEST_SUITE("compress") {
     for (auto range : {cp::quant_range::symmetric, cp::quant_range::asymmetric})
       for (unsigned bits = range == cp::quant_range::symmetric ? 2 : 1; bits <= 8; ++bits)
         for (auto round : {cp::rounding::nearest, cp::rounding::stochastic})
-          // Blocks shorter than the batch of encode_batch (its NaN and Inf groups at its start
-          // and in its middle), of 100 elements (groups that start off a multiple of 8), of 13
-          // and 5 (too short for the kernels), and blocks of a batch each.
+          // Blocks shorter than a batch (NaN and Inf groups at a batch's start and in its
+          // middle), of 100 elements (groups that start off a multiple of 8), of 13 and 5
+          // (groups of eight codes that straddle two or three groups), and blocks of a batch
+          // each.
           for (std::uint32_t group : {0u, 24u, 100u, 13u, 5u, 128u, 1024u}) {
             CAPTURE(range);
             CAPTURE(bits);

@@ -221,12 +221,15 @@ TEST_SUITE("compress") {
           tensor.group = 0;
           cp::quantize block100 = base;
           block100.group = 100;
+          cp::quantize block13 = base; // groups of eight codes straddle several groups
+          block13.group = 13;
           cp::quantize column = base;
           column.granularity = g::column;
           column.group = 7;
           check_sweep<T>(base);
           check_sweep<T>(tensor);
           check_sweep<T>(block100);
+          check_sweep<T>(block13);
           check_sweep<T>(column, column.group);
         }
     const cp::quantize big[] = {

@@ -540,11 +540,12 @@ TEST_SUITE("compress") {
   TEST_CASE_TEMPLATE("quantize: a 16-bit input encodes to the body of its values in fp32, for "
                      "every width, range, granularity, rounding and policy, under seq and par",
                      T, cp::half, cp::bfloat16) {
-    // Batches of whole groups are widened and sent through the fp32 kernels; a group longer
-    // than a batch, or not a multiple of 8, a batch of its elements at a time (the elements
-    // before its first multiple of 8 one by one); a group with a NaN or Inf element by element. par
-    // cuts ranges of 256 elements or more. Hostile sizes hold values past f16's range, in its
-    // subnormal range, a NaN and an Inf (poisoned groups, or zeros and a count); 4100 finite
+    // Batches of whole groups are widened and sent through the fp32 kernels (groups off a
+    // multiple of 8, as 100, 13 and 5, scaled first; a batch after a NaN group begins inside a
+    // byte of codes); a group longer than a batch, a batch of its elements at a time (the
+    // elements before its first multiple of 8 one by one); a group with a NaN or Inf element by
+    // element. par cuts ranges of 256 elements or more. Hostile sizes hold values past f16's range,
+    // in its subnormal range, a NaN and an Inf (poisoned groups, or zeros and a count); 4100 finite
     // values make long groups of several batches.
     for (const auto& [n, hostile] :
          {std::pair<std::size_t, bool>{9, true}, {1000, true}, {5003, true}, {4100, false}}) {
@@ -565,7 +566,7 @@ TEST_SUITE("compress") {
       }
       for (const std::uint32_t b : {2u, 4u, 5u, 8u})
         for (const auto range : {quant_range::symmetric, quant_range::asymmetric})
-          for (const std::uint32_t group : {0u, 64u, 128u, 100u, 1024u, 2048u})
+          for (const std::uint32_t group : {0u, 64u, 128u, 100u, 13u, 5u, 1024u, 2048u})
             for (const auto round : {cp::rounding::nearest, cp::rounding::stochastic})
               for (const auto policy :
                    {cp::nonfinite_policy::propagate, cp::nonfinite_policy::zero_and_count}) {

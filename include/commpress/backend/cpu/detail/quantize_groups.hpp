@@ -13,11 +13,12 @@
 ///   group's statistics and record, handle what the vector kernels do not (a group holding a
 ///   NaN or Inf, a group's elements before its first multiple of 8, and encode's past its last)
 ///   one element at a time, and hand each group's run from its first multiple of 8 to the
-///   kernels (per-column scales: each row's run of a tile of columns, from the byte of codes it
-///   starts in, scaled by its columns' coders before the kernel and given their records after
-///   it); half-precision elements reach them widened to fp32 a batch at a time (a batch of
-///   short groups, or of one long group's elements), and leave them through a buffer. Only the
-///   element type is a template parameter.
+///   kernels (encode of blocks of a length off a multiple of 8: a batch of groups as one run,
+///   each element scaled by its group's coder first; per-column scales: each row's run of a tile
+///   of columns, from the byte of codes it starts in, scaled by its columns' coders before the
+///   kernel and given their records after it); half-precision elements reach them widened to fp32 a
+///   batch at a time (a batch of short groups, or of one long group's elements), and leave them
+///   through a buffer. Only the element type is a template parameter.
 /// - Kernels (templates on the code width, the range and the rounding, or on accumulation)
 ///   take whole runs: a batch of short blocks, or the chunks of one long group, so that a
 ///   kernel is chosen once per batch of about 1024 elements rather than once per group. The
@@ -197,7 +198,8 @@ COMMPRESS_FORCEINLINE void unpack_run(unsigned bits, std::size_t begin, std::siz
 
 // --- what the drivers hand to the kernels -----------------------------------------------------
 
-/// Elements [begin, end) of one group, both multiples of 8, with the group's coder.
+/// Elements [begin, end), both multiples of 8, coded with one coder: a group's, or unit_coder
+/// for elements already scaled by their own coders.
 struct code_run {
   std::size_t begin;
   std::size_t end;
@@ -913,20 +915,29 @@ bool group_statistics(quant_range r, const T* x, std::size_t n, std::size_t begi
   return key < 0x7f800000u;
 }
 
+/// How many groups a batch took, and the end of the last.
+struct groups_taken {
+  std::size_t count;
+  std::size_t end;
+};
+
 /// Encodes a batch of groups of a length off a multiple of 8 (at most per_batch, from element
 /// `begin`, a group's first, to at most `stop`; x holds xn elements from `origin` on): each
 /// group's statistics and record, then its elements scaled by its coder into a buffer (as the
 /// column scales are), and the batch's elements from its first multiple of 8 to its last handed
 /// to run_of(y, m, at) as one run (m elements from element `at`) to code with unit_coder; those
-/// before (the rest of a group of eight that an element-wise group began) and after go to
-/// one_by_one(b, e, coder_of), coder_of(i) giving element i's coder. Returns the groups taken:
-/// 0 when the first holds a NaN or Inf or is wide, and goes element by element. Out of line:
-/// its buffers stay off the frame of the other batches.
+/// before (the rest of a group of eight that an element-wise group or the previous batch
+/// began) and after go to one_by_one(b, e, coder_of), coder_of(i) giving element i's coder.
+/// Returns the groups taken and the end of the last: none when the first holds a NaN or Inf or
+/// is wide, and goes element by element. Out of line: its buffers stay off the frame of the
+/// other batches.
 template <class OneByOne, class RunOf>
-COMMPRESS_NOINLINE std::size_t
-encode_scaled_batch(const config& c, const float* x, std::size_t xn, std::size_t origin,
-                    std::size_t begin, std::size_t stop, std::size_t per_batch, unsigned char* body,
-                    std::size_t g, OneByOne&& one_by_one, RunOf&& run_of) {
+COMMPRESS_NOINLINE groups_taken encode_scaled_batch(const config& c, scale_fn scale, const float* x,
+                                                    std::size_t xn, std::size_t origin,
+                                                    std::size_t begin, std::size_t stop,
+                                                    std::size_t per_batch, unsigned char* body,
+                                                    std::size_t g, OneByOne&& one_by_one,
+                                                    RunOf&& run_of) {
   // Each element's coder from `begin` on: inv and lo (its pre is 1, as every group's that
   // group_statistics takes).
   alignas(64) float inv[batch_elements];
@@ -937,7 +948,7 @@ encode_scaled_batch(const config& c, const float* x, std::size_t xn, std::size_t
     const std::size_t e = c.n - b < c.len ? c.n : b + c.len;
     float s0, s1;
     if (!group_statistics(c.range, x, xn, b - origin, e - origin, s0, s1))
-      break; // a NaN or Inf: this group goes element-wise
+      break; // a NaN or Inf, or wide: this group goes element-wise
     store_record(c.range, body, g + count, quantize::make_record(c.range, c.bits, s0, s1));
     const quantize::coder k = quantize::make_coder(c.range, c.bits, s0, s1);
     for (std::size_t i = b - begin; i < e - begin; ++i) {
@@ -947,7 +958,7 @@ encode_scaled_batch(const config& c, const float* x, std::size_t xn, std::size_t
     batch_end = e;
   }
   if (count == 0)
-    return 0;
+    return {0, begin};
   const auto coder_of = [&](std::size_t i) {
     return quantize::coder{inv[i - begin], lo[i - begin], 1.0f};
   };
@@ -956,12 +967,11 @@ encode_scaled_batch(const config& c, const float* x, std::size_t xn, std::size_t
   one_by_one(begin, head, coder_of);
   if (head != whole) {
     alignas(64) float y[batch_elements];
-    scale_by_coders_for(c)(x + (head - origin), whole - head, inv + (head - begin),
-                           lo + (head - begin), y);
+    scale(x + (head - origin), whole - head, inv + (head - begin), lo + (head - begin), y);
     run_of(y, whole - head, head);
   }
   one_by_one(whole, batch_end, coder_of);
-  return count;
+  return {count, batch_end};
 }
 
 /// Encodes the groups [first_group, last_group) of `in` (block or tensor granularity) into
@@ -997,6 +1007,7 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
   // scales are) and coded with unit_coder. A longer group goes on its own.
   const bool batched = c.len <= batch_elements;
   const bool aligned = c.len % 8 == 0;
+  const scale_fn scale = scale_by_coders_for(c);
   const encode_kernel kernel = encode_kernel_for(c);
   std::size_t g = first_group;
   // A 16-bit input goes through the kernels widened into `wide`: a batch of whole groups at
@@ -1043,15 +1054,15 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
         x = wide;
       }
       if (!aligned) {
-        const std::size_t count = encode_scaled_batch(
-            c, x, xn, origin, begin, stop, per_batch, body, g, codes_one_by_one_with,
+        const groups_taken taken = encode_scaled_batch(
+            c, scale, x, xn, origin, begin, stop, per_batch, body, g, codes_one_by_one_with,
             [&](const float* y, std::size_t m, std::size_t at) {
               const code_run run{0, m, unit_coder};
               encode_runs_of(y, m, at, &run, 1);
             });
-        if (count != 0) {
-          g += count;
-          begin = n - begin < count * c.len ? n : begin + count * c.len;
+        if (taken.count != 0) {
+          g += taken.count;
+          begin = taken.end;
           continue;
         }
       } else {
@@ -1061,7 +1072,7 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
           const std::size_t e = n - b < c.len ? n : b + c.len;
           float s0, s1;
           if (!group_statistics(c.range, x, xn, b - origin, e - origin, s0, s1))
-            break; // a NaN or Inf: this group goes element-wise
+            break; // a NaN or Inf, or wide: this group goes element-wise
           store_record(c.range, body, g + count, quantize::make_record(c.range, c.bits, s0, s1));
           runs[count] = {b - origin, b - origin + (e - b) / 8 * 8,
                          quantize::make_coder(c.range, c.bits, s0, s1)};
@@ -1109,7 +1120,7 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
       }
     }
     // One group element by element: it holds a NaN or Inf, it is a wide asymmetric group, or
-    // it is too short for the kernels to pay.
+    // it is too short for the kernels to pay (the last of groups longer than a batch).
     float s0 = stat0_init(c.range);
     float s1 = stat1_init;
     const std::size_t bad_before = bad;
