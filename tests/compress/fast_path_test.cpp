@@ -420,7 +420,9 @@ TEST_SUITE("compress") {
   TEST_CASE("quantize: decode of records no encoder writes (NaN with a payload, infinite, "
             "overflowing) equals the per-element definition") {
     // decode_codes takes a finite record's groups in its store mode (no canonicalisation) and
-    // any other record's in store_canonical, which canonicalises every NaN it computes.
+    // any other record's in store_canonical, which canonicalises every NaN it computes. Blocks
+    // of 100 and 13 are decoded a batch of groups at a time, which a group with such a record
+    // ends (to store), and whose records are applied after the levels (to accumulate).
     const std::size_t n = 6 * 256 + 8;
     const std::vector<float> x = sample(n, 9);
     const float inf = std::numeric_limits<float>::infinity();
@@ -432,32 +434,34 @@ TEST_SUITE("compress") {
         {-inf, -inf},
         {1.5f, 0.125f}};
     for (auto range : {cp::quant_range::symmetric, cp::quant_range::asymmetric})
-      for (unsigned bits : {2u, 3u, 4u, 8u}) {
-        CAPTURE(range);
-        CAPTURE(bits);
-        const cp::quantize q{.bits = bits, .group = 256, .range = range};
-        auto payload = encode_all(q, {}, x);
-        auto* body = reinterpret_cast<unsigned char*>(payload.data()) + cp::format::header_bytes;
-        const std::size_t record_bytes = q.record_bytes();
-        for (std::size_t g = 0; g < q.n_groups(n); ++g)
-          std::memcpy(body + record_bytes * g, records[g % 6], record_bytes);
-        cp::format::seal(std::span(payload), q.body_bytes(n));
-        std::vector<float> out(n), acc(n, 0.75f);
-        cp::decode(cp::cpu::seq, q, payload, std::span<float>(out));
-        cp::decode_accumulate(cp::cpu::seq, q, payload, std::span<float>(acc), 2.0f);
-        std::size_t mismatches = 0, nans = 0;
-        for (std::size_t i = 0; i < n; ++i) {
-          const float* rec = records[(i / 256) % 6];
-          const float v = cp::quantize::decode_value(
-              range, bits, cp::detail::unpack_one(body + record_bytes * q.n_groups(n), i, bits),
-              {rec[0], rec[1]});
-          const float a = cp::detail::add_rn(0.75f, cp::detail::mul_rn(2.0f, v));
-          mismatches += (std::memcmp(&out[i], &v, 4) != 0 || std::memcmp(&acc[i], &a, 4) != 0);
-          nans += std::isnan(out[i]) ? 1u : 0u;
+      for (unsigned bits : {2u, 3u, 4u, 8u})
+        for (std::uint32_t group : {256u, 100u, 13u}) {
+          CAPTURE(range);
+          CAPTURE(bits);
+          CAPTURE(group);
+          const cp::quantize q{.bits = bits, .group = group, .range = range};
+          auto payload = encode_all(q, {}, x);
+          auto* body = reinterpret_cast<unsigned char*>(payload.data()) + cp::format::header_bytes;
+          const std::size_t record_bytes = q.record_bytes();
+          for (std::size_t g = 0; g < q.n_groups(n); ++g)
+            std::memcpy(body + record_bytes * g, records[g % 6], record_bytes);
+          cp::format::seal(std::span(payload), q.body_bytes(n));
+          std::vector<float> out(n), acc(n, 0.75f);
+          cp::decode(cp::cpu::seq, q, payload, std::span<float>(out));
+          cp::decode_accumulate(cp::cpu::seq, q, payload, std::span<float>(acc), 2.0f);
+          std::size_t mismatches = 0, nans = 0;
+          for (std::size_t i = 0; i < n; ++i) {
+            const float* rec = records[(i / group) % 6];
+            const float v = cp::quantize::decode_value(
+                range, bits, cp::detail::unpack_one(body + record_bytes * q.n_groups(n), i, bits),
+                {rec[0], rec[1]});
+            const float a = cp::detail::add_rn(0.75f, cp::detail::mul_rn(2.0f, v));
+            mismatches += (std::memcmp(&out[i], &v, 4) != 0 || std::memcmp(&acc[i], &a, 4) != 0);
+            nans += std::isnan(out[i]) ? 1u : 0u;
+          }
+          CHECK(mismatches == 0);
+          CHECK(nans > 0); // the NaN records reached the output, canonical
         }
-        CHECK(mismatches == 0);
-        CHECK(nans > 0); // the NaN records reached the output, canonical
-      }
   }
 
   TEST_CASE("quantize and cast: outputs large enough for streaming stores, and bodies of many "
@@ -466,7 +470,8 @@ TEST_SUITE("compress") {
     const std::size_t n = cp::cpu::detail::streaming_store_min_bytes / 4 + 3 * 1024 + 40;
     const std::vector<float> x = sample(n, 5);
     // Outputs on a cache line and 1, 4 and 15 floats past one (a line then straddles two runs
-    // of 64), under cpu::seq and cpu::par; groups of 80 end a run of 64 early in every group.
+    // of 64), under cpu::seq and cpu::par; groups of 80 end a run of 64 early in every group,
+    // and groups of 100 are decoded a window of groups at a time, then streamed.
     constexpr float untouched = 42.0f;
     std::vector<float> storage(n + 64);
     float* aligned = storage.data();
@@ -475,7 +480,7 @@ TEST_SUITE("compress") {
     for (std::size_t offset : {0u, 1u, 4u, 15u}) {
       const std::span<float> out(aligned + offset, n);
       for (unsigned bits : {2u, 4u, 8u})
-        for (std::uint32_t group : {0u, 80u, 1024u}) {
+        for (std::uint32_t group : {0u, 80u, 100u, 1024u}) {
           CAPTURE(offset);
           CAPTURE(bits);
           CAPTURE(group);
@@ -523,18 +528,22 @@ TEST_SUITE("compress") {
   TEST_CASE("quantize: a large fp16 or bf16 output, streamed, holds from_float of the fp32 "
             "decode on a cache line and off one, under seq and par") {
     // 16-bit outputs above cpu::detail::streaming_store_min_bytes, with a short last window
-    // (its last elements after the last run of 64); groups of 80, so runs of 64 cross groups.
+    // (its last elements after the last run of 64); groups of 80, so runs of 64 cross groups,
+    // and of 100, decoded a window of groups at a time.
     const std::size_t n = cp::cpu::detail::streaming_store_min_bytes / 2 + 3 * 1024 + 40;
-    const cp::quantize q{.bits = 4, .granularity = cp::scale_granularity::block, .group = 80};
-    const auto payload = encode_all(q, {}, sample(n, 6));
-    std::vector<float> y(n);
-    cp::decode(cp::cpu::seq, q, payload, std::span(y));
-    commpress::test::check_streamed_16_bit(y, [&](bool seq, auto out) {
-      if (seq)
-        cp::decode(cp::cpu::seq, q, payload, out);
-      else
-        cp::decode(cp::cpu::par_t{.threads = 2, .grain = 1000}, q, payload, out);
-    });
+    for (std::uint32_t group : {80u, 100u}) {
+      CAPTURE(group);
+      const cp::quantize q{.bits = 4, .granularity = cp::scale_granularity::block, .group = group};
+      const auto payload = encode_all(q, {}, sample(n, 6));
+      std::vector<float> y(n);
+      cp::decode(cp::cpu::seq, q, payload, std::span(y));
+      commpress::test::check_streamed_16_bit(y, [&](bool seq, auto out) {
+        if (seq)
+          cp::decode(cp::cpu::seq, q, payload, out);
+        else
+          cp::decode(cp::cpu::par_t{.threads = 2, .grain = 1000}, q, payload, out);
+      });
+    }
   }
 
   TEST_CASE("top_k: long rows keep the k largest magnitudes, lower index first on ties, for "

@@ -521,7 +521,7 @@ TEST_SUITE("compress") {
       }
       for (std::uint32_t b : {2u, 4u, 5u, 8u})
         for (auto range : {quant_range::symmetric, quant_range::asymmetric})
-          for (const std::uint32_t group : {0u, 128u, 64u, 100u}) {
+          for (const std::uint32_t group : {0u, 128u, 64u, 100u, 13u}) {
             CAPTURE(n);
             CAPTURE(b);
             CAPTURE(group);

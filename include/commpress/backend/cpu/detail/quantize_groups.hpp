@@ -13,12 +13,13 @@
 ///   group's statistics and record, handle what the vector kernels do not (a group holding a
 ///   NaN or Inf, a group's elements before its first multiple of 8, and encode's past its last)
 ///   one element at a time, and hand each group's run from its first multiple of 8 to the
-///   kernels (encode of blocks of a length off a multiple of 8: a batch of groups as one run,
-///   each element scaled by its group's coder first; per-column scales: each row's run of a tile
-///   of columns, from the byte of codes it starts in, scaled by its columns' coders before the
-///   kernel and given their records after it); half-precision elements reach them widened to fp32 a
-///   batch at a time (a batch of short groups, or of one long group's elements), and leave them
-///   through a buffer. Only the element type is a template parameter.
+///   kernels (blocks of a length off a multiple of 8: a batch of groups as one run, each element
+///   scaled by its group's coder first to encode, and given its group's record after it to
+///   decode; per-column scales: each row's run of a tile of columns, from the byte of codes it
+///   starts in, scaled by its columns' coders before the kernel and given their records after
+///   it); half-precision elements reach them widened to fp32 a batch at a time (a batch of short
+///   groups, or of one long group's elements), and leave them through a buffer. Only the element
+///   type is a template parameter.
 /// - Kernels (templates on the code width, the range and the rounding, or on accumulation)
 ///   take whole runs: a batch of short blocks, or the chunks of one long group, so that a
 ///   kernel is chosen once per batch of about 1024 elements rather than once per group. The
@@ -614,13 +615,13 @@ void column_statistics_one_by_one(const config& c, const T* x, std::size_t rows,
           s0[j] = s1[j] = bits_to_float(0x7fc00000u);
 }
 
-// A row's run of a column tile goes through the block kernels, which take one coder or record
-// for a run: its elements first scaled by their own columns' coders, y = x * inv or
-// (x - lo) * inv, then coded with the unit coder (inv 1, lo 0), whose y * 1 and (y - 0) * 1 are
-// y exactly; and its codes decoded with the unit record (1, or 0 and 1), whose value is the
-// level itself exactly, then given their own columns' records. The roundings are those of
-// compress/quantize.hpp in the same order, and no code or decode kernel is compiled for the
-// columns alone.
+// A row's run of a column tile, and a batch of groups of a length off a multiple of 8, go
+// through the block kernels, which take one coder or record for a run: the elements first
+// scaled by their own coders (their columns' or their groups'), y = x * inv or (x - lo) * inv,
+// then coded with the unit coder (inv 1, lo 0), whose y * 1 and (y - 0) * 1 are y exactly; and
+// their codes decoded with the unit record (1, or 0 and 1), whose value is the level itself
+// exactly, then given their own records. The roundings are those of compress/quantize.hpp in
+// the same order, and no code or decode kernel is compiled for either alone.
 
 /// The coder whose codes of y are those of y's column coders: encode's scaling x * inv or
 /// (x - lo) * inv done before the kernel.
@@ -1089,7 +1090,7 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
           continue;
         }
       }
-    } else if (end - begin >= vector_tail_min) {
+    } else {
       // One group: its statistics from the input's lanes; its codes one by one up to its
       // first whole eight, through the kernel (a batch of widened elements at a time for a
       // 16-bit input) up to its last, and one by one after that.
@@ -1119,8 +1120,7 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
         continue;
       }
     }
-    // One group element by element: it holds a NaN or Inf, it is a wide asymmetric group, or
-    // it is too short for the kernels to pay (the last of groups longer than a batch).
+    // One group element by element: it holds a NaN or Inf, or it is a wide asymmetric group.
     float s0 = stat0_init(c.range);
     float s1 = stat1_init;
     const std::size_t bad_before = bad;
@@ -1141,19 +1141,90 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
   return bad;
 }
 
-/// Whether decode hands block and tensor groups to the kernels: groups shorter than
-/// vector_tail_min that start off a multiple of 8 would reach them as runs too short to pay.
-inline bool decodes_in_runs(const config& c) {
-  return c.len % 8 == 0 || c.len >= vector_tail_min;
+/// The values of elements [first, last) from their levels v[0, last - first) (unit_record's
+/// values), each with its group's record, as quantize::decode_value, to dst[0, last - first): dst =
+/// value, or with Accumulate dst += weight * value (a NaN canonical). A group whose record is wide,
+/// or, to store, not finite (whose NaN would be stored as computed), goes to one_by_one(begin, end)
+/// instead. A group of at least a vector's elements ends on a vector of its last elements
+/// (stored twice where it overlaps the one before; to accumulate, one by one).
+template <bool Asym, bool Accumulate, class OneByOne>
+void apply_group_records(const config& c, const unsigned char* body, const float* v,
+                         std::size_t first, std::size_t last, float weight, float* dst,
+                         OneByOne&& one_by_one) {
+  using namespace simd;
+  using commpress::detail::add_rn, commpress::detail::mul_rn;
+  const vf vweight = splat(weight);
+  for (std::size_t begin = first, g = first / c.len; begin < last; ++g) {
+    const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
+    const quantize::record rec = load_record(c.range, body, g);
+    if (quantize::is_wide_record(c.range, rec) ||
+        (!Accumulate && !(is_finite(rec.a) && is_finite(rec.b)))) {
+      one_by_one(begin, e);
+      begin = e;
+      continue;
+    }
+    const vf a = splat(rec.a);
+    const vf b = splat(rec.b);
+    const auto put = [&](std::size_t j) {
+      const vf level = load(v + j);
+      vf value = Asym ? add(a, mul(level, b)) : mul(level, a);
+      if constexpr (Accumulate)
+        value = canonical_nan(add(load(dst + j), mul(vweight, value)));
+      store(dst + j, value);
+    };
+    const std::size_t w = e - begin;
+    const std::size_t k = begin - first;
+    std::size_t j = 0;
+    for (; j + lanes <= w; j += lanes)
+      put(k + j);
+    if (j != w && !Accumulate && w >= lanes) {
+      put(k + w - lanes);
+    } else {
+      for (; j < w; ++j) {
+        const float value = Asym ? add_rn(rec.a, mul_rn(v[k + j], rec.b)) : mul_rn(v[k + j], rec.a);
+        dst[k + j] = Accumulate ? add_rn(dst[k + j], mul_rn(weight, value)) : value;
+      }
+    }
+    begin = e;
+  }
+}
+
+/// Decodes elements [first, last) (at most batch_elements) of a body whose groups are of a
+/// length off a multiple of 8 to dst[0, last - first): dst = value, or with Accumulate dst +=
+/// weight * value. The groups of the window together: their levels decoded by the block
+/// kernel with unit_record as one run from the byte of codes the window starts in, then each
+/// group's given its record (apply_group_records); a group that function refuses element by
+/// element (decode_each).
+template <bool Accumulate>
+void decode_scaled_window(const config& c, const unsigned char* body, std::size_t first,
+                          std::size_t last, float* dst, float weight) {
+  alignas(64) float levels[batch_elements + 8];
+  const std::size_t lead = first % 8;
+  const std::size_t m = lead + (last - first);
+  const value_run run{0, m, unit_record(c.range)};
+  decode_kernel_for<false>(c)(body + c.codes + (first - lead) / 8 * c.bits, c.bits, &run, 1, levels,
+                              m, 1.0f, nullptr);
+  const auto put = [&](std::size_t i, float v) {
+    float& out = dst[i - first];
+    out = Accumulate ? commpress::detail::add_rn(out, commpress::detail::mul_rn(weight, v)) : v;
+  };
+  const auto one_by_one = [&](std::size_t b, std::size_t e) {
+    decode_each(c, false, body, b, e, put);
+  };
+  if (c.range == sym)
+    apply_group_records<false, Accumulate>(c, body, levels + lead, first, last, weight, dst,
+                                           one_by_one);
+  else
+    apply_group_records<true, Accumulate>(c, body, levels + lead, first, last, weight, dst,
+                                          one_by_one);
 }
 
 /// Walks the groups that hold elements [first, last) (block or tensor granularity; first and
 /// origin multiples of 8), in order: the runs of groups whose records the kernels serve go to
 /// on_runs(runs, count), at most Most at a time, their elements counted from `origin`; what
 /// the kernels do not take goes to one_by_one(begin, end), in element indices of the tensor: a
-/// group with a wide record (quantize::is_wide_record), a group's elements before its first
-/// multiple of 8, and all of a group that starts off one with fewer than vector_tail_min
-/// after it. The runs may be handed over after the elements that follow them.
+/// group with a wide record (quantize::is_wide_record), and a group's elements before its first
+/// multiple of 8. The runs may be handed over after the elements that follow them.
 template <std::size_t Most, class OnRuns, class OneByOne>
 void for_each_run(const config& c, const unsigned char* body, std::size_t first, std::size_t last,
                   std::size_t origin, OnRuns&& on_runs, OneByOne&& one_by_one) {
@@ -1167,9 +1238,7 @@ void for_each_run(const config& c, const unsigned char* body, std::size_t first,
     if (quantize::is_wide_record(c.range, rec)) {
       one_by_one(begin, e);
     } else {
-      std::size_t head = first_whole_eight(begin, e);
-      if (head != begin && e - head < vector_tail_min) // short: the kernel would go one by one
-        head = e;
+      const std::size_t head = first_whole_eight(begin, e);
       if (head != begin)
         one_by_one(begin, head);
       if (head != e) {
@@ -1184,14 +1253,28 @@ void for_each_run(const config& c, const unsigned char* body, std::size_t first,
     on_runs(runs, count);
 }
 
+/// Whether block and tensor groups are decoded a window of groups at a time
+/// (decode_scaled_window): groups of a length off a multiple of 8, at most a batch long, would
+/// otherwise reach the kernels as short runs, each after up to 7 elements one by one.
+inline bool decodes_scaled_windows(const config& c) {
+  return c.len % 8 != 0 && c.len <= batch_elements;
+}
+
 /// The values of elements [first, last) of a body at dst[0, last - first), as decode computes
-/// them: block and tensor groups through the fp32 kernels from the first multiple of 8 on, but
-/// for a wide asymmetric group's record; everything else decode_each.
+/// them: block and tensor groups through the fp32 kernels (decode_scaled_window, or each
+/// group's run from its first multiple of 8), but for a wide asymmetric group's record;
+/// everything else decode_each.
 inline void decode_values(const config& c, bool column, const unsigned char* body,
                           std::size_t first, std::size_t last, float* dst) {
   const auto put = [&](std::size_t i, float v) { dst[i - first] = v; };
-  if (column || !decodes_in_runs(c)) {
+  if (column) {
     decode_each(c, column, body, first, last, put);
+    return;
+  }
+  if (decodes_scaled_windows(c)) {
+    for (std::size_t a = first; a < last; a += batch_elements)
+      decode_scaled_window<false>(c, body, a, last - a < batch_elements ? last : a + batch_elements,
+                                  dst + (a - first), 1.0f);
     return;
   }
   const std::size_t start = first_whole_eight(first, last);
@@ -1211,9 +1294,9 @@ inline void decode_values(const config& c, bool column, const unsigned char* bod
 
 /// Elements [first, last) of an n-element body (first a multiple of 8) into out: out = value,
 /// or with Accumulate out += weight * value. Block and tensor groups take the fp32 kernels
-/// (through a buffer for a 16-bit output) from their first multiple of 8 on, but for a wide
-/// asymmetric group's record; whole rows of column scales take decode_columns; everything
-/// else decode_each: the same expressions, so the same bits.
+/// (through a buffer for a 16-bit output), a window of groups at a time or each from its first
+/// multiple of 8 on, but for a wide asymmetric group's record; whole rows of column scales take
+/// decode_columns; everything else decode_each: the same expressions, so the same bits.
 template <bool Accumulate, element T>
 void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out, float weight,
             std::size_t first, std::size_t last) {
@@ -1237,7 +1320,25 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
     return decode_each(c, true, body, r1 * c.len, last, put);
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (decodes_in_runs(c)) {
+    if (decodes_scaled_windows(c)) {
+      // A window at a time, straight into out, or through a buffer streamed out for a large
+      // output (its windows start a multiple of 64 elements from `first`).
+      std::optional<streamed_runs<float>> stream;
+      if (!Accumulate && streams_output(out, n))
+        stream.emplace(out, first);
+      alignas(64) float values[batch_elements];
+      for (std::size_t a = first; a < last; a += batch_elements) {
+        const std::size_t m = last - a < batch_elements ? last - a : batch_elements;
+        if (stream) {
+          decode_scaled_window<false>(c, body, a, a + m, values, 1.0f);
+          store_values(out + a, values, m, &*stream, a);
+        } else {
+          decode_scaled_window<Accumulate>(c, body, a, a + m, out + a, weight);
+        }
+      }
+      if (stream)
+        stream->finish();
+    } else {
       const decode_kernel kernel = decode_kernel_for<Accumulate>(c);
       // A large output is streamed where its runs start a multiple of 16 floats apart.
       std::optional<streamed_runs<float>> stream;
@@ -1255,9 +1356,8 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
           });
       if (stream)
         stream->finish();
-      return;
     }
-  } else if (decodes_in_runs(c)) {
+  } else {
     // A 16-bit output: a window of values at a time into a buffer, whose values
     // store_elements_64 converts as from_float does (through `stream` for a large output: its
     // runs all start a multiple of 64 elements from `first`).
@@ -1274,9 +1374,7 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
     }
     if (stream)
       stream->finish();
-    return;
   }
-  decode_each(c, false, body, first, last, put);
 }
 
 /// roundtrip of a column-scaled tensor, a tile of columns at a time as encode_columns: each
@@ -1342,7 +1440,7 @@ inline std::size_t roundtrip(const quantize& q, const context& ctx, std::span<fl
     const std::size_t e = n - begin < c.len ? n : begin + c.len;
     float s0 = stat0_init(c.range);
     float s1 = stat1_init;
-    if (e - begin >= vector_tail_min && group_statistics(c.range, x.data(), n, begin, e, s0, s1)) {
+    if (group_statistics(c.range, x.data(), n, begin, e, s0, s1)) {
       // From the group's first multiple of 8 to its last, codes a chunk at a time into
       // `packed`, and back; the elements before and after, one by one.
       const quantize::coder k = quantize::make_coder(c.range, c.bits, s0, s1);
