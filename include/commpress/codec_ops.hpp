@@ -8,7 +8,8 @@
 /// Every call takes the execution policy first (`commpress::cpu::seq`), then the codec, and
 /// works on caller-provided spans; nothing allocates. Sizes are asked for first:
 /// `max_payload_bytes(codec, n)` for the payload and `workspace_bytes(policy, codec, n)` for
-/// scratch (CUB's temporary-storage idiom).
+/// scratch (CUB's temporary-storage idiom); `encode_workspace_bytes(policy, codec, n)` is the
+/// part that `encode` alone needs, where a caller encodes but never calls `roundtrip`.
 
 #include <cstddef>
 #include <cstdint>
@@ -150,12 +151,17 @@ std::size_t roundtrip_body(const Policy& policy, const C& c, const context& ctx,
 
 } // namespace detail
 
+/// @brief Scratch bytes `encode` alone needs for n elements (often 0; at most workspace_bytes).
+template <host_policy Policy, codec C>
+std::uint64_t encode_workspace_bytes(const Policy&, const C& c, std::uint64_t n) {
+  return detail::host_impl_t<C, Policy>::workspace_bytes(c, n);
+}
+
 /// @brief Scratch bytes `encode` and `roundtrip` need for n elements (often 0).
 template <host_policy Policy, codec C>
-std::uint64_t workspace_bytes(const Policy&, const C& c, std::uint64_t n) {
-  using impl = detail::host_impl_t<C, Policy>;
-  const std::uint64_t own = impl::workspace_bytes(c, n);
-  if constexpr (impl::custom_roundtrip) {
+std::uint64_t workspace_bytes(const Policy& policy, const C& c, std::uint64_t n) {
+  const std::uint64_t own = encode_workspace_bytes(policy, c, n);
+  if constexpr (detail::host_impl_t<C, Policy>::custom_roundtrip) {
     return own;
   } else {
     return own + c.body_bytes(n); // the generic roundtrip encodes into the workspace
@@ -165,7 +171,7 @@ std::uint64_t workspace_bytes(const Policy&, const C& c, std::uint64_t n) {
 /// @brief Encodes `in` into a self-describing payload at the front of `out`.
 /// @param ctx random stream (seed, step, tensor id) and non-finite policy; recorded in the header
 /// @param out at least max_payload_bytes(c, in.size()) bytes
-/// @param workspace at least workspace_bytes(policy, c, in.size()) bytes
+/// @param workspace at least encode_workspace_bytes(policy, c, in.size()) bytes
 /// @return the payload's length (max_payload_bytes, or less for a variable body: a receiver
 ///         decodes the first `bytes` bytes or the whole buffer) and the NaN/Inf count
 /// @throws commpress::error invalid configuration, small buffers, or non-finite input under
@@ -179,7 +185,7 @@ encode_result encode(const Policy& policy, const C& c, const context& ctx, std::
   const std::uint64_t body = c.body_bytes(n);
   detail::check_payload_room(out, body);
   COMMPRESS_EXPECTS(workspace.size() >= impl::workspace_bytes(c, n), errc::buffer_too_small,
-                    "encode", "workspace smaller than workspace_bytes()");
+                    "encode", "workspace smaller than encode_workspace_bytes()");
   if (ctx.on_nonfinite == nonfinite_policy::fail) {
     const std::size_t bad = detail::count_nonfinite(in);
     COMMPRESS_EXPECTS(bad == 0, errc::non_finite, "encode",

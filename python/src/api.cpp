@@ -240,7 +240,8 @@ nb::object encode_codec(const any_codec& codec, const context& ctx, const in_arr
       [&](const auto& c) -> nb::object {
         using C = std::decay_t<decltype(c)>;
         temporary_workspace own;
-        const bytes ws = workspace_or_own(extra, p, codec_ops<C>::workspace_bytes(p, c, t.n), own);
+        const bytes ws =
+            workspace_or_own(extra, p, codec_ops<C>::encode_workspace_bytes(p, c, t.n), own);
         if (p.k == policy_ref::kind::cuda) {
           void* st = status_pointer(extra);
           nb::gil_scoped_release nogil;

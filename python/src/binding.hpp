@@ -96,6 +96,9 @@ using ids_span = std::span<const std::uint64_t>;
 /// Defined in codec_impl.hpp and explicitly instantiated in the codec's translation unit.
 template <class C> struct codec_ops {
   static std::uint64_t workspace_bytes(const policy_ref& p, const C& c, std::uint64_t n);
+  /// What encode alone needs: on a host, less than workspace_bytes where roundtrip encodes
+  /// into the workspace.
+  static std::uint64_t encode_workspace_bytes(const policy_ref& p, const C& c, std::uint64_t n);
   static encode_result encode(const policy_ref& p, const C& c, const context& ctx,
                               const tensor_ref& in, bytes out, bytes ws);
   static payload_header decode(const policy_ref& p, const C& c, cbytes payload,

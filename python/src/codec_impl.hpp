@@ -50,6 +50,15 @@ std::uint64_t codec_ops<C>::workspace_bytes(const policy_ref& p, const C& c, std
 }
 
 template <class C>
+std::uint64_t codec_ops<C>::encode_workspace_bytes(const policy_ref& p, const C& c,
+                                                   std::uint64_t n) {
+  if (on_device(p))
+    return cuda_codec_ops<C>::workspace_bytes(c, n);
+  return with_host_policy(
+      p, [&](const auto& pol) { return commpress::encode_workspace_bytes(pol, c, n); });
+}
+
+template <class C>
 encode_result codec_ops<C>::encode(const policy_ref& p, const C& c, const context& ctx,
                                    const tensor_ref& in, bytes out, bytes ws) {
   return with_host_policy(p, [&](const auto& pol) {

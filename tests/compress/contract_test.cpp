@@ -8,9 +8,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "commpress/commpress.hpp"
 
@@ -64,6 +66,45 @@ struct hashing_flag_without_members : base_impl {
 template <class Impl>
 constexpr bool contract = cp::detail::host_codec_impl<Impl, cp::identity, cp::cpu::seq_t>;
 
+/// Encodes 1000 elements with a workspace of exactly encode_workspace_bytes, which must give
+/// the payload a workspace_bytes one gives; a byte less must be refused, and so must a roundtrip
+/// with that workspace where it is short of workspace_bytes. Returns the configurations that
+/// broke one of these.
+template <class C> std::size_t encode_workspace_breaks(const C& c) {
+  const std::size_t n = 1000;
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i)
+    x[i] = static_cast<float>(i % 37) - 18.5f;
+  const std::uint64_t need = cp::encode_workspace_bytes(cp::cpu::seq, c, n);
+  const std::uint64_t all = cp::workspace_bytes(cp::cpu::seq, c, n);
+  std::vector<std::byte> exact(need), full(all), a(cp::max_payload_bytes(c, n)), b(a.size());
+  const cp::context ctx{.seed = 2, .step = 1};
+  std::size_t breaks = need > all ? 1u : 0u;
+  const auto ra = cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(x), a, exact);
+  const auto rb = cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(x), b, full);
+  breaks += ra.bytes != rb.bytes || !std::equal(a.begin(), a.begin() + ra.bytes, b.begin());
+  const auto refused = [&](auto&& call) {
+    try {
+      call();
+    } catch (const cp::error& e) {
+      return e.code() == cp::errc::buffer_too_small;
+    }
+    return false;
+  };
+  if (need > 0)
+    breaks += !refused([&] {
+      cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(x), a,
+                 std::span(exact).first(need - 1));
+    });
+  if (need < all)
+    breaks += !refused([&] { cp::roundtrip(cp::cpu::seq, c, ctx, std::span(x), exact); });
+  return breaks;
+}
+
+template <class... C> std::size_t encode_workspace_breaks(cp::codec_list<C...>) {
+  return (encode_workspace_breaks(C{}) + ...);
+}
+
 } // namespace
 
 static_assert(every_codec_meets(cp::all_codecs{}),
@@ -81,5 +122,15 @@ TEST_SUITE("compress") {
     CHECK(cp::detail::codec_impl<cp::quantize, cp::cpu::seq_t>::hashes_body);
     CHECK_FALSE(cp::detail::codec_impl<cp::quantize, cp::cpu::par_t>::hashes_body);
     CHECK_FALSE(cp::detail::codec_impl<cp::mxfp8, cp::cpu::seq_t>::custom_roundtrip);
+  }
+
+  TEST_CASE("contract: encode needs only encode_workspace_bytes, and roundtrip all of "
+            "workspace_bytes") {
+    CHECK(encode_workspace_breaks(cp::all_codecs{}) == 0);
+    CHECK(encode_workspace_breaks(cp::rotated_codecs{}) == 0);
+    // A codec whose roundtrip encodes into the workspace needs the body's bytes more.
+    const cp::mxfp8 c{};
+    CHECK(cp::workspace_bytes(cp::cpu::seq, c, 1000) ==
+          cp::encode_workspace_bytes(cp::cpu::seq, c, 1000) + c.body_bytes(1000));
   }
 }
