@@ -33,7 +33,9 @@ TEST_SUITE("feedback") {
     const std::size_t n = 5 * 1024 + 12;   // a short last block whose tail is not 8 codes
     for (unsigned bits : {2u, 3u, 4u, 8u}) // 3: the portable code loops
       for (auto round : {cp::rounding::nearest, cp::rounding::stochastic})
-        for (std::uint32_t group : {72u, 128u, 1024u}) // 72: one vector step and a tail of 8
+        // 72: one vector step and a tail of 8 (one by one); 96 and 40: a tail of 32 and of 40
+        // (through the vectors, padded)
+        for (std::uint32_t group : {72u, 96u, 40u, 128u, 1024u})
           for (auto policy :
                {cp::nonfinite_policy::propagate, cp::nonfinite_policy::zero_and_count}) {
             CAPTURE(bits);
@@ -212,83 +214,86 @@ TEST_SUITE("feedback") {
     // encode_error_codes called directly: through the codecs |h - deQ| <= |h| and LoCo's rule is
     // a convex combination, so a hold is rare there. Here a negative scale makes h - deQ
     // overflow for the large h, and the rule 2e + fresh overflows for the large e, in every
-    // 64-element vector step and in the portable tail.
-    constexpr std::size_t m = 200; // three vector steps and a tail of 8
-    const auto key = cp::make_rng_key(3, 3);
-    std::vector<std::uint32_t> words(m);
-    for (std::size_t i = 0; i < m; ++i)
-      words[i] = cp::random_u32(key, 1, i);
-    const auto check = [&]<unsigned B, bool Stochastic>() {
-      for (const cp::detail::error_update rule :
-           {cp::detail::error_update{0.0f, 1.0f}, cp::detail::error_update{2.0f, 1.0f}})
-        for (bool bounded : {true, false}) {
-          CAPTURE(B);
-          CAPTURE(Stochastic);
-          CAPTURE(rule.keep);
-          CAPTURE(bounded);
-          // bounded promises |h| < 2^126: then only the rule can overflow.
-          const float big = bounded ? 1.0f : 3.0e38f;
-          std::vector<float> h(m), e(m);
-          for (std::size_t i = 0; i < m; ++i) {
-            const float u = cp::uniform_from_bits(cp::random_u32(key, 0, i)) - 0.5f;
-            h[i] = i % 5 == 0 ? std::copysign(big, u) : u;
-            e[i] = i % 7 == 0 ? std::copysign(3.0e38f, -u) : 0.25f * u;
+    // 64-element vector step and in the tail: three vector steps and a tail of 8 (one by one)
+    // or of 40 (through the vectors, padded).
+    for (const std::size_t m : {std::size_t{200}, std::size_t{232}}) {
+      CAPTURE(m);
+      const auto key = cp::make_rng_key(3, 3);
+      std::vector<std::uint32_t> words(m);
+      for (std::size_t i = 0; i < m; ++i)
+        words[i] = cp::random_u32(key, 1, i);
+      const auto check = [&]<unsigned B, bool Stochastic>() {
+        for (const cp::detail::error_update rule :
+             {cp::detail::error_update{0.0f, 1.0f}, cp::detail::error_update{2.0f, 1.0f}})
+          for (bool bounded : {true, false}) {
+            CAPTURE(B);
+            CAPTURE(Stochastic);
+            CAPTURE(rule.keep);
+            CAPTURE(bounded);
+            // bounded promises |h| < 2^126: then only the rule can overflow.
+            const float big = bounded ? 1.0f : 3.0e38f;
+            std::vector<float> h(m), e(m);
+            for (std::size_t i = 0; i < m; ++i) {
+              const float u = cp::uniform_from_bits(cp::random_u32(key, 0, i)) - 0.5f;
+              h[i] = i % 5 == 0 ? std::copysign(big, u) : u;
+              e[i] = i % 7 == 0 ? std::copysign(3.0e38f, -u) : 0.25f * u;
+            }
+            const float qmax = static_cast<float>((1u << (B - 1)) - 1);
+            const float inv = qmax / big;
+            const float scale = -big / qmax;
+            std::vector<unsigned char> out(m / 8 * B);
+            const std::vector<float> h0 = h;
+            std::vector<float> e_ref = e;
+            const cp::quantize::coder coder{inv, 0.0f, 1.0f};
+            const cp::quantize::record rec{scale, 0.0f};
+            const auto encode_error = [&]<bool Replace, bool CheckFresh>() {
+              return cp::cpu::detail::encode_error_codes<B, Stochastic, Replace, CheckFresh>(
+                  h.data(), m, B, coder, rec, words.data(), out.data(), rule, e.data(), {});
+            };
+            const bool replace = rule.keep == 0.0f;
+            const std::uint32_t held = replace && bounded
+                                           ? encode_error.template operator()<true, false>()
+                                       : replace ? encode_error.template operator()<true, true>()
+                                       : bounded ? encode_error.template operator()<false, false>()
+                                                 : encode_error.template operator()<false, true>();
+            // The codes: those of the per-element definitions, packed.
+            std::vector<std::uint32_t> codes(m);
+            for (std::size_t i = 0; i < m; ++i)
+              codes[i] =
+                  Stochastic
+                      ? cp::quantize::encode_stochastic(cp::quant_range::symmetric, B, h0[i], coder,
+                                                        cp::uniform_from_bits(words[i]))
+                      : cp::quantize::encode_nearest(cp::quant_range::symmetric, B, h0[i], coder);
+            std::vector<unsigned char> packed(m / 8 * B);
+            for (std::size_t g = 0; g < m / 8; ++g)
+              cp::detail::pack_group(codes.data() + 8 * g, 8, B, packed.data() + g * B);
+            CHECK(out == packed);
+            std::size_t want = 0, mismatches = 0;
+            std::size_t holds_per_part[4] = {}; // the three vector steps, then the tail
+            for (std::size_t i = 0; i < m; ++i) {
+              const int code = static_cast<int>(cp::detail::unpack_one(out.data(), i, B)) -
+                               static_cast<int>(qmax);
+              const float fresh =
+                  cp::detail::sub_rn(h0[i], cp::detail::mul_rn(static_cast<float>(code), scale));
+              const bool hold = rule(fresh, e_ref[i]);
+              want += hold ? 1u : 0u;
+              holds_per_part[i / 64] += hold ? 1u : 0u;
+              mismatches += std::memcmp(&e[i], &e_ref[i], 4) != 0 ? 1u : 0u;
+            }
+            CHECK(held == want);
+            CHECK(mismatches == 0);
+            if (bounded && rule.keep == 0.0f) {
+              CHECK(want == 0);
+            } else {
+              for (std::size_t holds : holds_per_part)
+                CHECK(holds > 0);
+            }
           }
-          const float qmax = static_cast<float>((1u << (B - 1)) - 1);
-          const float inv = qmax / big;
-          const float scale = -big / qmax;
-          std::vector<unsigned char> out(m / 8 * B);
-          const std::vector<float> h0 = h;
-          std::vector<float> e_ref = e;
-          const cp::quantize::coder coder{inv, 0.0f, 1.0f};
-          const cp::quantize::record rec{scale, 0.0f};
-          const auto encode_error = [&]<bool Replace, bool CheckFresh>() {
-            return cp::cpu::detail::encode_error_codes<B, Stochastic, Replace, CheckFresh>(
-                h.data(), m, B, coder, rec, words.data(), out.data(), rule, e.data(), {});
-          };
-          const bool replace = rule.keep == 0.0f;
-          const std::uint32_t held = replace && bounded
-                                         ? encode_error.template operator()<true, false>()
-                                     : replace ? encode_error.template operator()<true, true>()
-                                     : bounded ? encode_error.template operator()<false, false>()
-                                               : encode_error.template operator()<false, true>();
-          // The codes: those of the per-element definitions, packed.
-          std::vector<std::uint32_t> codes(m);
-          for (std::size_t i = 0; i < m; ++i)
-            codes[i] =
-                Stochastic
-                    ? cp::quantize::encode_stochastic(cp::quant_range::symmetric, B, h0[i], coder,
-                                                      cp::uniform_from_bits(words[i]))
-                    : cp::quantize::encode_nearest(cp::quant_range::symmetric, B, h0[i], coder);
-          std::vector<unsigned char> packed(m / 8 * B);
-          for (std::size_t g = 0; g < m / 8; ++g)
-            cp::detail::pack_group(codes.data() + 8 * g, 8, B, packed.data() + g * B);
-          CHECK(out == packed);
-          std::size_t want = 0, mismatches = 0;
-          std::size_t holds_per_part[4] = {}; // the three vector steps, then the tail
-          for (std::size_t i = 0; i < m; ++i) {
-            const int code =
-                static_cast<int>(cp::detail::unpack_one(out.data(), i, B)) - static_cast<int>(qmax);
-            const float fresh =
-                cp::detail::sub_rn(h0[i], cp::detail::mul_rn(static_cast<float>(code), scale));
-            const bool hold = rule(fresh, e_ref[i]);
-            want += hold ? 1u : 0u;
-            holds_per_part[i / 64] += hold ? 1u : 0u;
-            mismatches += std::memcmp(&e[i], &e_ref[i], 4) != 0 ? 1u : 0u;
-          }
-          CHECK(held == want);
-          CHECK(mismatches == 0);
-          if (bounded && rule.keep == 0.0f) {
-            CHECK(want == 0);
-          } else {
-            for (std::size_t holds : holds_per_part)
-              CHECK(holds > 0);
-          }
-        }
-    };
-    check.template operator()<2, false>();
-    check.template operator()<4, false>();
-    check.template operator()<8, false>();
-    check.template operator()<4, true>();
+      };
+      check.template operator()<2, false>();
+      check.template operator()<4, false>();
+      check.template operator()<8, false>();
+      check.template operator()<4, true>();
+    }
   }
 }

@@ -277,35 +277,62 @@ encode_error_codes(const float* COMMPRESS_RESTRICT h, std::size_t m, unsigned bi
   const vf scale = splat(rec.a);
   const vf keep = splat(rule.keep);
   const vf take = splat(rule.take);
-  std::uint32_t held = 0;
-  std::size_t i = 0;
-  for (; i + 64 <= m; i += 64) {
+  // The codes of the 64 elements hv[0, 64) (words from ws) packed at o, and their errors
+  // ev[0, 64) updated; returns how many held their e.
+  const auto step_64 = [&](const float* hv, const std::uint32_t* ws, unsigned char* o, float* ev,
+                           prefetch_stream p) {
     vu c[vectors_per_64];
-    codes64<false, Stochastic>(h, i, k, words, prefetch, c);
+    codes64<false, Stochastic>(hv, 0, k, ws, p, c);
     if constexpr (B == 0)
-      store_packed_any(narrow_u8(c), out + i / 8 * b, b);
+      store_packed_any(narrow_u8(c), o, b);
     else
-      store_packed<B>(narrow_u8(c), out + i / 8 * b, b);
+      store_packed<B>(narrow_u8(c), o, b);
+    std::uint32_t held_64 = 0;
     for (std::size_t q = 0; q < vectors_per_64; ++q) {
-      const std::size_t j = i + q * lanes;
+      const std::size_t j = q * lanes;
       const vf v = mul(to_float_i32(sub_u32(c[q], offset)), scale);
-      const vf fresh = sub(load(h + j), v);
+      const vf fresh = sub(load(hv + j), v);
       vf next = fresh;
       vm ok = CheckFresh ? finite(fresh) : all_lanes();
       if constexpr (!Replace) {
-        next = add(mul(keep, load(e + j)), mul(take, fresh));
+        next = add(mul(keep, load(ev + j)), mul(take, fresh));
         ok = and_mask(ok, finite(next));
       }
       if constexpr (Replace && !CheckFresh) {
-        store(e + j, next);
+        store(ev + j, next);
       } else {
-        store_where(e + j, ok, next);
-        held += static_cast<std::uint32_t>(lanes - count(ok));
+        store_where(ev + j, ok, next);
+        held_64 += static_cast<std::uint32_t>(lanes - count(ok));
       }
     }
-  }
+    return held_64;
+  };
+  std::uint32_t held = 0;
+  std::size_t i = 0;
+  for (; i + 64 <= m; i += 64)
+    held += step_64(
+        h + i, Stochastic ? words + i : nullptr, out + i / 8 * b, e + i,
+        prefetch_stream{prefetch.base == nullptr ? nullptr : prefetch.base + i, prefetch.end});
   if (i == m)
     return held;
+  const std::size_t rest = m - i;
+  if (rest >= vector_tail_min) {
+    // The last m - i through the same vectors, from copies padded with zeros: a padded
+    // element's h and e are 0, so its fresh error and its next e are 0, which is finite (it
+    // never counts as held); its code and its e are not stored.
+    alignas(64) float hs[64] = {};
+    alignas(64) float es[64] = {};
+    alignas(64) std::uint32_t ws[Stochastic ? 64 : 1] = {};
+    std::memcpy(hs, h + i, rest * sizeof(float));
+    std::memcpy(es, e + i, rest * sizeof(float));
+    if constexpr (Stochastic)
+      std::memcpy(ws, words + i, rest * sizeof(std::uint32_t));
+    alignas(64) unsigned char codes[8 * 8] = {};
+    held += step_64(hs, ws, codes, es, {});
+    std::memcpy(out + i / 8 * b, codes, rest / 8 * b);
+    std::memcpy(e + i, es, rest * sizeof(float));
+    return held;
+  }
   alignas(64) std::uint8_t c[64];
   for (std::size_t j = i; j < m; ++j) {
     const std::uint32_t code =
