@@ -8,8 +8,9 @@
 /// Every call takes the execution policy first (`commpress::cpu::seq`), then the codec, and
 /// works on caller-provided spans; nothing allocates. Sizes are asked for first:
 /// `max_payload_bytes(codec, n)` for the payload and `workspace_bytes(policy, codec, n)` for
-/// scratch (CUB's temporary-storage idiom); `encode_workspace_bytes(policy, codec, n)` is the
-/// part that `encode` alone needs, where a caller encodes but never calls `roundtrip`.
+/// scratch (CUB's temporary-storage idiom); `encode_workspace_bytes(policy, codec, n)` is what
+/// `encode` alone asks for, less where roundtrip encodes into the workspace (a caller that
+/// never calls `roundtrip` may size by it).
 
 #include <cstddef>
 #include <cstdint>
@@ -151,7 +152,8 @@ std::size_t roundtrip_body(const Policy& policy, const C& c, const context& ctx,
 
 } // namespace detail
 
-/// @brief Scratch bytes `encode` alone needs for n elements (often 0; at most workspace_bytes).
+/// @brief Scratch bytes `encode` asks for, for n elements (often 0; at most workspace_bytes:
+/// without the body that the generic roundtrip encodes into).
 template <host_policy Policy, codec C>
 std::uint64_t encode_workspace_bytes(const Policy&, const C& c, std::uint64_t n) {
   return detail::host_impl_t<C, Policy>::workspace_bytes(c, n);

@@ -66,23 +66,32 @@ struct hashing_flag_without_members : base_impl {
 template <class Impl>
 constexpr bool contract = cp::detail::host_codec_impl<Impl, cp::identity, cp::cpu::seq_t>;
 
-/// Encodes 1000 elements with a workspace of exactly encode_workspace_bytes, which must give
-/// the payload a workspace_bytes one gives; a byte less must be refused, and so must a roundtrip
-/// with that workspace where it is short of workspace_bytes. Returns the configurations that
-/// broke one of these.
-template <class C> std::size_t encode_workspace_breaks(const C& c) {
+/// Encodes 1000 elements of T under `policy` with a workspace of exactly
+/// encode_workspace_bytes, which must give the payload a workspace_bytes one gives and leave the
+/// bytes after it as they were; a byte less must be refused, and so must a roundtrip with that
+/// workspace where it is short of workspace_bytes. Returns how many of these broke.
+template <class T, class Policy, class C>
+std::size_t encode_workspace_breaks(const Policy& policy, const C& c) {
   const std::size_t n = 1000;
-  std::vector<float> x(n);
-  for (std::size_t i = 0; i < n; ++i)
-    x[i] = static_cast<float>(i % 37) - 18.5f;
-  const std::uint64_t need = cp::encode_workspace_bytes(cp::cpu::seq, c, n);
-  const std::uint64_t all = cp::workspace_bytes(cp::cpu::seq, c, n);
-  std::vector<std::byte> exact(need), full(all), a(cp::max_payload_bytes(c, n)), b(a.size());
+  std::vector<T> x(n);
+  std::vector<float> xf(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = cp::from_float<T>(static_cast<float>(i % 37) - 18.5f);
+    xf[i] = cp::to_float(x[i]);
+  }
+  const std::uint64_t need = cp::encode_workspace_bytes(policy, c, n);
+  const std::uint64_t all = cp::workspace_bytes(policy, c, n);
+  constexpr std::size_t guard = 64;
+  std::vector<std::byte> exact(need + guard, std::byte{0xa5}), full(all);
+  std::vector<std::byte> a(cp::max_payload_bytes(c, n)), b(a.size());
   const cp::context ctx{.seed = 2, .step = 1};
   std::size_t breaks = need > all ? 1u : 0u;
-  const auto ra = cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(x), a, exact);
-  const auto rb = cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(x), b, full);
+  const std::span<std::byte> ws = std::span(exact).first(need);
+  const auto ra = cp::encode(policy, c, ctx, std::span<const T>(x), a, ws);
+  const auto rb = cp::encode(policy, c, ctx, std::span<const T>(x), b, full);
   breaks += ra.bytes != rb.bytes || !std::equal(a.begin(), a.begin() + ra.bytes, b.begin());
+  breaks += !std::all_of(exact.begin() + need, exact.end(),
+                         [](std::byte v) { return v == std::byte{0xa5}; });
   const auto refused = [&](auto&& call) {
     try {
       call();
@@ -92,13 +101,19 @@ template <class C> std::size_t encode_workspace_breaks(const C& c) {
     return false;
   };
   if (need > 0)
-    breaks += !refused([&] {
-      cp::encode(cp::cpu::seq, c, ctx, std::span<const float>(x), a,
-                 std::span(exact).first(need - 1));
-    });
+    breaks +=
+        !refused([&] { cp::encode(policy, c, ctx, std::span<const T>(x), a, ws.first(need - 1)); });
   if (need < all)
-    breaks += !refused([&] { cp::roundtrip(cp::cpu::seq, c, ctx, std::span(x), exact); });
+    breaks += !refused([&] { cp::roundtrip(policy, c, ctx, std::span(xf), ws); });
   return breaks;
+}
+
+/// encode_workspace_breaks of c under cpu::seq and cpu::par, for fp32 and bf16 inputs.
+template <class C> std::size_t encode_workspace_breaks(const C& c) {
+  const cp::cpu::par_t par{.threads = 2, .grain = 256};
+  return encode_workspace_breaks<float>(cp::cpu::seq, c) + encode_workspace_breaks<float>(par, c) +
+         encode_workspace_breaks<cp::bfloat16>(cp::cpu::seq, c) +
+         encode_workspace_breaks<cp::bfloat16>(par, c);
 }
 
 template <class... C> std::size_t encode_workspace_breaks(cp::codec_list<C...>) {
@@ -128,6 +143,11 @@ TEST_SUITE("compress") {
             "workspace_bytes") {
     CHECK(encode_workspace_breaks(cp::all_codecs{}) == 0);
     CHECK(encode_workspace_breaks(cp::rotated_codecs{}) == 0);
+    // Kept values sent quantized: their encode's workspace holds the values to quantize.
+    CHECK(encode_workspace_breaks(cp::top_k{.count = 30, .value_quantizer = {.bits = 4}}) == 0);
+    CHECK(encode_workspace_breaks(cp::top_k{
+              .count = 2, .row_length = 40, .value_quantizer = {.bits = 2, .group = 32}}) == 0);
+    CHECK(encode_workspace_breaks(cp::random_k{.count = 64, .value_quantizer = {.bits = 2}}) == 0);
     // A codec whose roundtrip encodes into the workspace needs the body's bytes more.
     const cp::mxfp8 c{};
     CHECK(cp::workspace_bytes(cp::cpu::seq, c, 1000) ==

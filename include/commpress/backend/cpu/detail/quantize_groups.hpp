@@ -11,15 +11,15 @@
 /// Two layers:
 /// - Drivers walk the groups with the codec's configuration as run-time values. They form each
 ///   group's statistics and record, handle what the vector kernels do not (a group holding a
-///   NaN or Inf, a group's elements before its first multiple of 8, and encode's past its last)
-///   one element at a time, and hand each group's run from its first multiple of 8 to the
-///   kernels (blocks of a length off a multiple of 8: a batch of groups as one run, each element
-///   scaled by its group's coder first to encode, and given its group's record after it to
-///   decode; per-column scales: each row's run of a tile of columns, from the byte of codes it
-///   starts in, scaled by its columns' coders before the kernel and given their records after
-///   it); half-precision elements reach them widened to fp32 a batch at a time (a batch of short
-///   groups, or of one long group's elements), and leave them through a buffer. Only the element
-///   type is a template parameter.
+///   NaN or Inf, and a run's elements before its first multiple of 8 and, to encode, past its
+///   last) one element at a time, and hand each group's run from its first
+///   multiple of 8 to the kernels (blocks of a length off a multiple of 8: a batch of groups as one
+///   run, each element scaled by its group's coder first to encode, and given its group's record
+///   after it to decode; per-column scales: each row's run of a tile of columns, from the byte of
+///   codes it starts in, scaled by its columns' coders before the kernel and given their records
+///   after it); half-precision elements reach them widened to fp32 a batch at a time (a batch of
+///   short groups, or of one long group's elements), and leave them through a buffer. Only the
+///   element type is a template parameter.
 /// - Kernels (templates on the code width, the range and the rounding, or on accumulation)
 ///   take whole runs: a batch of short blocks, or the chunks of one long group, so that a
 ///   kernel is chosen once per batch of about 1024 elements rather than once per group. The
@@ -632,6 +632,17 @@ constexpr quantize::record unit_record(quant_range r) {
   return r == sym ? quantize::record{1.0f, 0.0f} : quantize::record{0.0f, 1.0f};
 }
 
+/// The levels (unit_record's values) of elements [first, first + w) of `codes` (element i's
+/// code at bit i * bits) at levels[lead, lead + w), lead = first % 8: `kernel` decodes them as
+/// one run from the byte of codes that `first` lies in. Returns lead.
+inline std::size_t decode_levels(decode_kernel kernel, const config& c, const unsigned char* codes,
+                                 std::size_t first, std::size_t w, float* levels) {
+  const std::size_t lead = first % 8;
+  const value_run run{0, lead + w, unit_record(c.range)};
+  kernel(codes + (first - lead) / 8 * c.bits, c.bits, &run, 1, levels, lead + w, 1.0f, nullptr);
+  return lead;
+}
+
 /// y[j] = x[j] * inv[j] (symmetric) or (x[j] - lo[j]) * inv[j] for w elements, each scaled by
 /// its own coder (its column's, or its group's), as quantize::scaled does for a coder whose pre
 /// is 1: that of every column and group but a wide one, which never reaches here.
@@ -652,28 +663,39 @@ inline scale_fn scale_by_coders_for(const config& c) {
   return c.range == sym ? &scale_by_coders<false> : &scale_by_coders<true>;
 }
 
-/// The values of w levels v (unit_record's values) with their columns' records {a[j], b[j]},
-/// as quantize::decode_value: out = value, or with Accumulate out += weight * value (a NaN
+/// The values of a vector of levels (unit_record's values) with records {a, b}, as
+/// quantize::decode_value, at out: out = value, or with Accumulate out += weight * value (a NaN
 /// canonical). No record is wide; to store, every record is finite (a NaN or Inf one would
 /// leave a NaN as computed, not canonical).
+template <bool Asym, bool Accumulate>
+COMMPRESS_FORCEINLINE void put_values(simd::vf level, simd::vf a, simd::vf b, simd::vf weight,
+                                      float* out) {
+  using namespace simd;
+  vf value = Asym ? add(a, mul(level, b)) : mul(level, a);
+  if constexpr (Accumulate)
+    value = canonical_nan(add(load(out), mul(weight, value)));
+  store(out, value);
+}
+/// put_values for one element.
+template <bool Asym, bool Accumulate>
+COMMPRESS_FORCEINLINE void put_value(float level, float a, float b, float weight, float* out) {
+  using commpress::detail::add_rn, commpress::detail::mul_rn;
+  const float value = Asym ? add_rn(a, mul_rn(level, b)) : mul_rn(level, a);
+  *out = Accumulate ? add_rn(*out, mul_rn(weight, value)) : value;
+}
+
+/// put_values of w levels v with their columns' records {a[j], b[j]}.
 template <bool Asym, bool Accumulate>
 void apply_column_records(const float* v, std::size_t w, const float* a, const float* b,
                           float weight, float* out) {
   using namespace simd;
   const vf vweight = splat(weight);
   std::size_t j = 0;
-  for (; j + lanes <= w; j += lanes) {
-    vf value =
-        Asym ? add(load(a + j), mul(load(v + j), load(b + j))) : mul(load(v + j), load(a + j));
-    if constexpr (Accumulate)
-      value = canonical_nan(add(load(out + j), mul(vweight, value)));
-    store(out + j, value);
-  }
-  for (; j < w; ++j) {
-    using commpress::detail::add_rn, commpress::detail::mul_rn;
-    const float value = Asym ? add_rn(a[j], mul_rn(v[j], b[j])) : mul_rn(v[j], a[j]);
-    out[j] = Accumulate ? add_rn(out[j], mul_rn(weight, value)) : value;
-  }
+  for (; j + lanes <= w; j += lanes)
+    put_values<Asym, Accumulate>(load(v + j), load(a + j), Asym ? load(b + j) : splat(0.0f),
+                                 vweight, out + j);
+  for (; j < w; ++j)
+    put_value<Asym, Accumulate>(v[j], a[j], Asym ? b[j] : 0.0f, weight, out + j);
 }
 
 using column_records_fn = void (*)(const float*, std::size_t, const float*, const float*, float,
@@ -879,14 +901,12 @@ void decode_columns(const config& c, const unsigned char* body, T* out, float we
     }
     for (std::size_t r = r0; r < r1; ++r) {
       const std::size_t base = r * cols + j0;
-      const std::size_t lead = base % 8;
       if (r + column_rows_ahead < r1) {
         const std::size_t ahead = base + column_rows_ahead * cols;
         prefetch_lines(codes + ahead * c.bits / 8, (w * c.bits + 7) / 8);
         prefetch_lines<true>(out + ahead, w * sizeof(T));
       }
-      const value_run run{0, lead + w, unit_record(c.range)};
-      kernel(codes + (base - lead) / 8 * c.bits, c.bits, &run, 1, levels, lead + w, 1.0f, nullptr);
+      const std::size_t lead = decode_levels(kernel, c, codes, base, w, levels);
       if constexpr (std::is_same_v<T, float>) {
         with_records(levels + lead, w, a, b, weight, out + base);
       } else {
@@ -1152,7 +1172,6 @@ void apply_group_records(const config& c, const unsigned char* body, const float
                          std::size_t first, std::size_t last, float weight, float* dst,
                          OneByOne&& one_by_one) {
   using namespace simd;
-  using commpress::detail::add_rn, commpress::detail::mul_rn;
   const vf vweight = splat(weight);
   for (std::size_t begin = first, g = first / c.len; begin < last; ++g) {
     const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
@@ -1166,11 +1185,7 @@ void apply_group_records(const config& c, const unsigned char* body, const float
     const vf a = splat(rec.a);
     const vf b = splat(rec.b);
     const auto put = [&](std::size_t j) {
-      const vf level = load(v + j);
-      vf value = Asym ? add(a, mul(level, b)) : mul(level, a);
-      if constexpr (Accumulate)
-        value = canonical_nan(add(load(dst + j), mul(vweight, value)));
-      store(dst + j, value);
+      put_values<Asym, Accumulate>(load(v + j), a, b, vweight, dst + j);
     };
     const std::size_t w = e - begin;
     const std::size_t k = begin - first;
@@ -1180,10 +1195,8 @@ void apply_group_records(const config& c, const unsigned char* body, const float
     if (j != w && !Accumulate && w >= lanes) {
       put(k + w - lanes);
     } else {
-      for (; j < w; ++j) {
-        const float value = Asym ? add_rn(rec.a, mul_rn(v[k + j], rec.b)) : mul_rn(v[k + j], rec.a);
-        dst[k + j] = Accumulate ? add_rn(dst[k + j], mul_rn(weight, value)) : value;
-      }
+      for (; j < w; ++j)
+        put_value<Asym, Accumulate>(v[k + j], rec.a, rec.b, weight, dst + k + j);
     }
     begin = e;
   }
@@ -1199,11 +1212,8 @@ template <bool Accumulate>
 void decode_scaled_window(const config& c, const unsigned char* body, std::size_t first,
                           std::size_t last, float* dst, float weight) {
   alignas(64) float levels[batch_elements + 8];
-  const std::size_t lead = first % 8;
-  const std::size_t m = lead + (last - first);
-  const value_run run{0, m, unit_record(c.range)};
-  decode_kernel_for<false>(c)(body + c.codes + (first - lead) / 8 * c.bits, c.bits, &run, 1, levels,
-                              m, 1.0f, nullptr);
+  const std::size_t lead =
+      decode_levels(decode_kernel_for<false>(c), c, body + c.codes, first, last - first, levels);
   const auto put = [&](std::size_t i, float v) {
     float& out = dst[i - first];
     out = Accumulate ? commpress::detail::add_rn(out, commpress::detail::mul_rn(weight, v)) : v;
@@ -1398,10 +1408,9 @@ inline std::size_t roundtrip_columns(const config& c, float* x, rng_key key, std
     for (std::size_t r = 0; r < rows; ++r) {
       const std::size_t base = r * cols + j0;
       if (t.served) {
-        const std::size_t lead = base % 8;
         code_column_run(c, t, x, base, w, u, packed);
-        const value_run run{0, lead + w, unit_record(c.range)};
-        decode_chunk(packed, c.bits, &run, 1, levels, lead + w, 1.0f, nullptr);
+        // `packed` starts at the byte of codes that element base lies in.
+        const std::size_t lead = decode_levels(decode_chunk, c, packed, base % 8, w, levels);
         with_records(levels + lead, w, t.a, t.b, 1.0f, x + base);
       } else {
         for (std::size_t j = 0; j < w; ++j) {

@@ -7,8 +7,8 @@
 /// computed and packed 64 at a time, codes decoded 64 at a time, and the error-feedback step
 /// fused with the codes. Each computes exactly the per-element expressions of
 /// compress/quantize.hpp, with the same roundings in the same order (tails of fewer than
-/// vector_tail_min elements, and the fused step's tail of fewer than 64, call those definitions
-/// themselves), so the bytes do not depend on the instruction set.
+/// vector_tail_min elements call those definitions themselves), so the bytes do not depend on
+/// the instruction set.
 ///
 /// Kernels take the code width as a template parameter B where the vector layer packs it in
 /// registers (2, 4, 8) and B = 0 with the width as an argument otherwise (packing.hpp).
@@ -261,7 +261,8 @@ COMMPRESS_FORCEINLINE void decode_codes(const unsigned char* COMMPRESS_RESTRICT 
 /// operations of decode_codes accumulating with weight -1 (h + (-1) * v is h - v exactly),
 /// from the codes still in registers, folded into e by `rule` (e = fresh when Replace, that is
 /// keep == 0; else keep * e + take * fresh) where the result is finite. CheckFresh: the fresh
-/// error may be non-finite. Returns how many elements held their e. m a multiple of 8.
+/// error may be non-finite. Returns how many elements held their e. m a multiple of 8; the
+/// coder, the record and the rule finite (as those of a group whose h is finite).
 template <unsigned B, bool Stochastic, bool Replace, bool CheckFresh>
 COMMPRESS_FORCEINLINE std::uint32_t
 encode_error_codes(const float* COMMPRESS_RESTRICT h, std::size_t m, unsigned bits,
