@@ -12,14 +12,14 @@
 /// - Drivers walk the groups with the codec's configuration as run-time values. They form each
 ///   group's statistics and record, handle what the vector kernels do not (a group holding a
 ///   NaN or Inf, and a run's elements before its first multiple of 8 and, to encode, past its
-///   last) one element at a time, and hand each group's run from its first
-///   multiple of 8 to the kernels (blocks of a length off a multiple of 8: a batch of groups as one
-///   run, each element scaled by its group's coder first to encode, and given its group's record
-///   after it to decode; per-column scales: each row's run of a tile of columns, from the byte of
-///   codes it starts in, scaled by its columns' coders before the kernel and given their records
-///   after it); half-precision elements reach them widened to fp32 a batch at a time (a batch of
-///   short groups, or of one long group's elements), and leave them through a buffer. Only the
-///   element type is a template parameter.
+///   last) one element at a time, and hand each group's run from its first multiple of 8 to the
+///   kernels (blocks of a length off a multiple of 8: a batch of groups as one run, each element
+///   scaled by its group's coder first to encode, and given its group's record after it to
+///   decode; per-column scales: each row's run of a tile of columns, from the byte of codes it
+///   starts in, scaled by its columns' coders before the kernel and given their records after
+///   it); half-precision elements reach them widened to fp32 a batch at a time (a batch of short
+///   groups, or of one long group's elements), and leave them through a buffer. Only the element
+///   type is a template parameter.
 /// - Kernels (templates on the code width, the range and the rounding, or on accumulation)
 ///   take whole runs: a batch of short blocks, or the chunks of one long group, so that a
 ///   kernel is chosen once per batch of about 1024 elements rather than once per group. The
