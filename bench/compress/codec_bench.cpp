@@ -6,6 +6,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <map>
 #include <span>
 #include <string>
@@ -158,6 +159,24 @@ template <class Codec> void register_codec(const char* name, Codec c, row_sizes 
       std::string("BM_decode/") + name, [c](benchmark::State& s) { BM_decode(s, c); }, sizes);
 }
 
+/// roundtrip (x = decode(encode(x)) in place, no payload), of the same input each time: the
+/// input is copied back first, and that copy's time counted with it.
+template <class Codec> void BM_roundtrip(benchmark::State& state, Codec c) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const auto& x = gaussian_input(n);
+  auto y_bytes = scratch(3, 4 * n);
+  std::span<float> y(reinterpret_cast<float*>(y_bytes.data()), n);
+  auto ws = scratch(1, cp::workspace_bytes(cp::cpu::seq, c, n));
+  cp::context ctx{.seed = 1, .tensor_id = 3};
+  for (auto _ : state) {
+    ++ctx.step;
+    std::copy(x.begin(), x.end(), y.begin());
+    cp::roundtrip(cp::cpu::seq, c, ctx, y, std::span(ws));
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 4 * n));
+}
+
 } // namespace
 
 BENCHMARK(BM_copy)->Arg(1 << 20)->Arg(1 << 26)->Unit(benchmark::kMillisecond);
@@ -259,6 +278,16 @@ int main(int argc, char** argv) {
   off_line("qsgd4_tensor", cp::qsgd4{});
   off_line("natural_tensor", cp::natural{});
   off_line("qsgd8_block512", cp::qsgd8{.block = 512});
+  // roundtrip, as a simulated link or the activations of a pipeline stage take it: blocks on
+  // a multiple of 8 and off one.
+  const auto roundtrip = [](const char* name, auto c) {
+    register_sizes(std::string("BM_roundtrip/") + name,
+                   [c](benchmark::State& s) { BM_roundtrip(s, c); });
+  };
+  roundtrip("quantize_4bit_block128", cp::quantize{.bits = 4, .group = 128});
+  roundtrip("quantize_4bit_block100", cp::quantize{.bits = 4, .group = 100});
+  roundtrip("quantize_4bit_block100_stochastic",
+            cp::quantize{.bits = 4, .group = 100, .round = rounding::stochastic});
   // 16-bit inputs and outputs, as a bf16 or fp16 model's gradients are.
   const auto to_16_bits = [](const char* name, auto c) {
     register_sizes(std::string("BM_encode_bf16/") + name,

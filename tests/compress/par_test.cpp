@@ -3,10 +3,11 @@
 //
 // cpu::par against cpu::seq: for every codec, the par payload is byte for byte seq's, and par's
 // decode, decode_accumulate and roundtrip write seq's bits, whatever the team size and the range
-// size. Small tensors run with ranges of 64 and 200 elements so they split too; the 1 Mi-element
-// default grain splits the 3 Mi + 5 tensor into four ranges. Configurations cover every input
-// dtype, wire dtype, granularity and rounding, NaN/Inf under each non-finite policy; the large
-// sizes a selection of them (the sweep takes seconds per size).
+// size, and seq's roundtrip is its decode(encode). Small tensors run with ranges of 64 and 200
+// elements so they split too; the 1 Mi-element default grain splits the 3 Mi + 5 tensor into four
+// ranges. Configurations cover every input dtype, wire dtype, granularity and rounding, NaN/Inf
+// under each non-finite policy; the large sizes a selection of them (the sweep takes seconds per
+// size).
 #include <doctest/doctest.h>
 
 #include <cstddef>
@@ -95,8 +96,12 @@ void check(const C& c, std::size_t n, bool nonfinite, cp::nonfinite_policy on_no
                         0.75f);
   std::vector<float> rt_ref = xf;
   std::size_t rt_bad = 0;
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+    // seq's roundtrip is decode(encode): the same values, and the same NaN/Inf count.
     rt_bad = cp::roundtrip(cp::cpu::seq, c, ctx, std::span(rt_ref), std::span(ws)).nonfinite;
+    REQUIRE(rt_bad == r.nonfinite);
+    REQUIRE(same_bits(rt_ref, decf_ref));
+  }
 
   for (const par_t& p : policies) {
     INFO("n = ", n, ", threads = ", p.threads, ", grain = ", p.grain);

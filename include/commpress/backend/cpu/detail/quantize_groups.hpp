@@ -1161,43 +1161,59 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
   return bad;
 }
 
+/// One group's values from its w levels v (unit_record's values) with its record rec, as
+/// quantize::decode_value, to dst[0, w): dst = value, or with Accumulate dst += weight * value
+/// (a NaN canonical). rec is not wide, and, to store, finite (a NaN or Inf record would leave a
+/// NaN as computed, not canonical). A group of at least a vector's elements ends on a vector of
+/// its last elements (stored twice where it overlaps the one before; to accumulate, one by
+/// one). On the portable layer an element loop, which the compiler vectorizes better: there the
+/// splat records' 16-lane arrays were kept on the stack (bench/README.md).
+template <bool Asym, bool Accumulate>
+void apply_group_record(quantize::record rec, const float* COMMPRESS_RESTRICT v, std::size_t w,
+                        float weight, float* COMMPRESS_RESTRICT dst) {
+#if defined(COMMPRESS_SIMD_PORTABLE)
+  for (std::size_t j = 0; j < w; ++j)
+    put_value<Asym, Accumulate>(v[j], rec.a, rec.b, weight, dst + j);
+#else
+  using namespace simd;
+  const vf a = splat(rec.a);
+  const vf b = splat(rec.b);
+  const vf vweight = splat(weight);
+  std::size_t j = 0;
+  for (; j + lanes <= w; j += lanes)
+    put_values<Asym, Accumulate>(load(v + j), a, b, vweight, dst + j);
+  if (j != w && !Accumulate && w >= lanes) {
+    put_values<Asym, Accumulate>(load(v + w - lanes), a, b, vweight, dst + w - lanes);
+  } else {
+    for (; j < w; ++j)
+      put_value<Asym, Accumulate>(v[j], rec.a, rec.b, weight, dst + j);
+  }
+#endif
+}
+
+using group_record_fn = void (*)(quantize::record, const float*, std::size_t, float, float*);
+template <bool Accumulate> group_record_fn group_record_for(const config& c) {
+  return c.range == sym ? &apply_group_record<false, Accumulate>
+                        : &apply_group_record<true, Accumulate>;
+}
+
 /// The values of elements [first, last) from their levels v[0, last - first) (unit_record's
-/// values), each with its group's record, as quantize::decode_value, to dst[0, last - first): dst =
-/// value, or with Accumulate dst += weight * value (a NaN canonical). A group whose record is wide,
-/// or, to store, not finite (whose NaN would be stored as computed), goes to one_by_one(begin, end)
-/// instead. A group of at least a vector's elements ends on a vector of its last elements
-/// (stored twice where it overlaps the one before; to accumulate, one by one).
-template <bool Asym, bool Accumulate, class OneByOne>
+/// values), each group's with its record from `body` (apply_group_record), to
+/// dst[0, last - first). A group whose record is wide, or, to store, not finite, goes to
+/// one_by_one(begin, end) instead.
+template <bool Accumulate, class OneByOne>
 void apply_group_records(const config& c, const unsigned char* body, const float* v,
                          std::size_t first, std::size_t last, float weight, float* dst,
                          OneByOne&& one_by_one) {
-  using namespace simd;
-  const vf vweight = splat(weight);
+  const group_record_fn apply = group_record_for<Accumulate>(c);
   for (std::size_t begin = first, g = first / c.len; begin < last; ++g) {
     const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
     const quantize::record rec = load_record(c.range, body, g);
     if (quantize::is_wide_record(c.range, rec) ||
-        (!Accumulate && !(is_finite(rec.a) && is_finite(rec.b)))) {
+        (!Accumulate && !(is_finite(rec.a) && is_finite(rec.b))))
       one_by_one(begin, e);
-      begin = e;
-      continue;
-    }
-    const vf a = splat(rec.a);
-    const vf b = splat(rec.b);
-    const auto put = [&](std::size_t j) {
-      put_values<Asym, Accumulate>(load(v + j), a, b, vweight, dst + j);
-    };
-    const std::size_t w = e - begin;
-    const std::size_t k = begin - first;
-    std::size_t j = 0;
-    for (; j + lanes <= w; j += lanes)
-      put(k + j);
-    if (j != w && !Accumulate && w >= lanes) {
-      put(k + w - lanes);
-    } else {
-      for (; j < w; ++j)
-        put_value<Asym, Accumulate>(v[k + j], rec.a, rec.b, weight, dst + k + j);
-    }
+    else
+      apply(rec, v + (begin - first), e - begin, weight, dst + (begin - first));
     begin = e;
   }
 }
@@ -1218,15 +1234,9 @@ void decode_scaled_window(const config& c, const unsigned char* body, std::size_
     float& out = dst[i - first];
     out = Accumulate ? commpress::detail::add_rn(out, commpress::detail::mul_rn(weight, v)) : v;
   };
-  const auto one_by_one = [&](std::size_t b, std::size_t e) {
-    decode_each(c, false, body, b, e, put);
-  };
-  if (c.range == sym)
-    apply_group_records<false, Accumulate>(c, body, levels + lead, first, last, weight, dst,
-                                           one_by_one);
-  else
-    apply_group_records<true, Accumulate>(c, body, levels + lead, first, last, weight, dst,
-                                          one_by_one);
+  apply_group_records<Accumulate>(
+      c, body, levels + lead, first, last, weight, dst,
+      [&](std::size_t b, std::size_t e) { decode_each(c, false, body, b, e, put); });
 }
 
 /// Walks the groups that hold elements [first, last) (block or tensor granularity; first and
@@ -1264,10 +1274,21 @@ void for_each_run(const config& c, const unsigned char* body, std::size_t first,
 }
 
 /// Whether block and tensor groups are decoded a window of groups at a time
-/// (decode_scaled_window): groups of a length off a multiple of 8, at most a batch long, would
+/// (decode_scaled_windows): groups of a length off a multiple of 8, at most a batch long, would
 /// otherwise reach the kernels as short runs, each after up to 7 elements one by one.
-inline bool decodes_scaled_windows(const config& c) {
+inline bool takes_scaled_windows(const config& c) {
   return c.len % 8 != 0 && c.len <= batch_elements;
+}
+
+/// decode_scaled_window over elements [first, last), a batch of them at a time, to
+/// dst[0, last - first).
+template <bool Accumulate>
+void decode_scaled_windows(const config& c, const unsigned char* body, std::size_t first,
+                           std::size_t last, float* dst, float weight) {
+  for (std::size_t a = first; a < last; a += batch_elements)
+    decode_scaled_window<Accumulate>(c, body, a,
+                                     last - a < batch_elements ? last : a + batch_elements,
+                                     dst + (a - first), weight);
 }
 
 /// The values of elements [first, last) of a body at dst[0, last - first), as decode computes
@@ -1281,12 +1302,8 @@ inline void decode_values(const config& c, bool column, const unsigned char* bod
     decode_each(c, column, body, first, last, put);
     return;
   }
-  if (decodes_scaled_windows(c)) {
-    for (std::size_t a = first; a < last; a += batch_elements)
-      decode_scaled_window<false>(c, body, a, last - a < batch_elements ? last : a + batch_elements,
-                                  dst + (a - first), 1.0f);
-    return;
-  }
+  if (takes_scaled_windows(c))
+    return decode_scaled_windows<false>(c, body, first, last, dst, 1.0f);
   const std::size_t start = first_whole_eight(first, last);
   decode_each(c, false, body, first, start, put);
   if (start == last)
@@ -1330,25 +1347,7 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
     return decode_each(c, true, body, r1 * c.len, last, put);
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (decodes_scaled_windows(c)) {
-      // A window at a time, straight into out, or through a buffer streamed out for a large
-      // output (its windows start a multiple of 64 elements from `first`).
-      std::optional<streamed_runs<float>> stream;
-      if (!Accumulate && streams_output(out, n))
-        stream.emplace(out, first);
-      alignas(64) float values[batch_elements];
-      for (std::size_t a = first; a < last; a += batch_elements) {
-        const std::size_t m = last - a < batch_elements ? last - a : batch_elements;
-        if (stream) {
-          decode_scaled_window<false>(c, body, a, a + m, values, 1.0f);
-          store_values(out + a, values, m, &*stream, a);
-        } else {
-          decode_scaled_window<Accumulate>(c, body, a, a + m, out + a, weight);
-        }
-      }
-      if (stream)
-        stream->finish();
-    } else {
+    if (!takes_scaled_windows(c)) {
       const decode_kernel kernel = decode_kernel_for<Accumulate>(c);
       // A large output is streamed where its runs start a multiple of 16 floats apart.
       std::optional<streamed_runs<float>> stream;
@@ -1366,19 +1365,24 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
           });
       if (stream)
         stream->finish();
+      return;
     }
+    if (Accumulate || !streams_output(out, n))
+      return decode_scaled_windows<Accumulate>(c, body, first, last, out + first, weight);
+  }
+  if constexpr (Accumulate) {
+    static_assert(std::is_same_v<T, float>, "commpress: decode_accumulate adds into fp32");
   } else {
-    // A 16-bit output: a window of values at a time into a buffer, whose values
-    // store_elements_64 converts as from_float does (through `stream` for a large output: its
-    // runs all start a multiple of 64 elements from `first`).
-    static_assert(!Accumulate, "commpress: decode_accumulate adds into fp32");
-    constexpr std::size_t window = 1024;
-    alignas(64) float values[window];
+    // A 16-bit output, or a large fp32 output of groups a window at a time: a window of values
+    // at a time into a buffer, which store_values stores as from_float converts (through
+    // `stream` for a large output: its windows all start a multiple of 64 elements from
+    // `first`).
+    alignas(64) float values[batch_elements];
     std::optional<streamed_runs<T>> stream;
     if (streams_output(out, n))
       stream.emplace(out, first);
-    for (std::size_t a = first; a < last; a += window) {
-      const std::size_t m = last - a < window ? last - a : window;
+    for (std::size_t a = first; a < last; a += batch_elements) {
+      const std::size_t m = last - a < batch_elements ? last - a : batch_elements;
       decode_values(c, false, body, a, a + m, values);
       store_values(out + a, values, m, stream ? &*stream : nullptr, a);
     }
@@ -1424,6 +1428,44 @@ inline std::size_t roundtrip_columns(const config& c, float* x, rng_key key, std
   return bad;
 }
 
+/// roundtrip of a batch of groups of a length off a multiple of 8 from element `begin` (a
+/// group's first), as encode_scaled_batch codes them and decode_scaled_window decodes them:
+/// the codes of the batch's elements from its first multiple of 8 to its last into a buffer,
+/// their levels back, each group's record applied; the elements before and after one by one.
+/// Returns the groups taken and the end of the last: none when the first holds a NaN or Inf or
+/// is wide (it goes element by element).
+inline groups_taken roundtrip_scaled_batch(const config& c, float* x, std::size_t begin,
+                                           rng_key key, std::uint64_t step, uniform_stream& u) {
+  // Each batch group's record, the g-th from begin's at g; element i's group is i / c.len.
+  alignas(64) unsigned char records[batch_elements * 8];
+  const std::size_t g0 = begin / c.len;
+  const auto record_of = [&](std::size_t g) { return load_record(c.range, records, g - g0); };
+  // Elements one by one, each code decoded as it is made; every element is finite
+  // (group_statistics took its group), so none is screened.
+  const auto one_by_one = [&](std::size_t b, std::size_t e, auto&& coder_of) {
+    for (std::size_t i = b; i < e; ++i) {
+      const std::uint32_t code = code_of(c, x[i], coder_of(i), u, i);
+      x[i] = quantize::decode_value(c.range, c.bits, code, record_of(i / c.len));
+    }
+  };
+  alignas(64) unsigned char packed[batch_elements];
+  alignas(64) float levels[batch_elements];
+  const group_record_fn apply = group_record_for<false>(c);
+  // Elements [at, at + m), scaled into y: their codes, and their levels back with their groups'
+  // records, every one finite and none wide (group_statistics took the groups).
+  const auto run_of = [&](const float* y, std::size_t m, std::size_t at) {
+    const code_run run{0, m, unit_coder};
+    encode_kernel_for(c)(y, m, &run, 1, {c.bits, key, step, at, packed, nullptr, 0});
+    decode_levels(decode_kernel_for<false>(c), c, packed, 0, m, levels);
+    for (std::size_t b = at, g = at / c.len; b < at + m; ++g) {
+      const std::size_t e = (g + 1) * c.len < at + m ? (g + 1) * c.len : at + m;
+      apply(record_of(g), levels + (b - at), e - b, 1.0f, x + b);
+      b = e;
+    }
+  };
+  return encode_scaled_batch(c, scale_by_coders_for(c), x, c.n, 0, begin, c.n,
+                             batch_elements / c.len, records, 0, one_by_one, run_of);
+}
 /// x = decode(encode(x)) in place, without a payload. Returns the NaN/Inf count.
 inline std::size_t roundtrip(const quantize& q, const context& ctx, std::span<float> x) {
   const std::size_t n = x.size();
@@ -1445,11 +1487,19 @@ inline std::size_t roundtrip(const quantize& q, const context& ctx, std::span<fl
   const encode_kernel encode_chunk = encode_kernel_for(c);
   const decode_kernel decode_chunk = decode_kernel_for<false>(c);
   alignas(64) unsigned char packed[code_chunk];
+  const bool windows = takes_scaled_windows(c);
   for (std::size_t begin = 0; begin < n;) {
+    if (windows) {
+      const groups_taken taken = roundtrip_scaled_batch(c, x.data(), begin, key, ctx.step, u);
+      if (taken.count != 0) {
+        begin = taken.end;
+        continue;
+      }
+    }
     const std::size_t e = n - begin < c.len ? n : begin + c.len;
     float s0 = stat0_init(c.range);
     float s1 = stat1_init;
-    if (group_statistics(c.range, x.data(), n, begin, e, s0, s1)) {
+    if (!windows && group_statistics(c.range, x.data(), n, begin, e, s0, s1)) {
       // From the group's first multiple of 8 to its last, codes a chunk at a time into
       // `packed`, and back; the elements before and after, one by one.
       const quantize::coder k = quantize::make_coder(c.range, c.bits, s0, s1);

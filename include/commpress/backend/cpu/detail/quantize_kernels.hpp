@@ -328,7 +328,7 @@ encode_error_codes(const float* COMMPRESS_RESTRICT h, std::size_t m, unsigned bi
     std::memcpy(es, e + i, rest * sizeof(float));
     if constexpr (Stochastic)
       std::memcpy(ws, words + i, rest * sizeof(std::uint32_t));
-    alignas(64) unsigned char codes[8 * 8] = {};
+    alignas(64) unsigned char codes[8 * 8]; // all 8 * b bytes written by step_64
     held += step_64(hs, ws, codes, es, {});
     std::memcpy(out + i / 8 * b, codes, rest / 8 * b);
     std::memcpy(e + i, es, rest * sizeof(float));
