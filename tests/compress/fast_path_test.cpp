@@ -81,6 +81,63 @@ std::uint32_t key_of(float v) {
 } // namespace
 
 TEST_SUITE("compress") {
+  TEST_CASE_TEMPLATE("group statistics: max_magnitude_bits and value_range equal their "
+                     "definitions on every length and on edge values",
+                     T, float, cp::bfloat16, cp::half) {
+    // Bit patterns that stress the orders: signed zeros, denormals, the largest finite values,
+    // infinities and NaNs with payloads of either sign, and ordinary values.
+    const std::uint32_t edges[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u,
+                                   0x007fffffu, 0x807fffffu, 0x7f7fffffu, 0xff7fffffu,
+                                   0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u,
+                                   0x7f800001u, 0x3f800000u, 0xbf800000u, 0x42c80000u};
+    const auto key = cp::make_rng_key(3, 4);
+    std::size_t wrong = 0;
+    std::size_t cases = 0;
+    for (std::size_t n = 0; n <= 70; ++n)
+      for (std::uint64_t trial = 0; trial < 24; ++trial) {
+        // Trials 0-7 hold finite values only (edges among them, or ordinary ones only); the
+        // rest may hold Inf or NaN.
+        std::vector<T> x(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::uint32_t r = cp::random_u32(key, trial * 100 + n, i);
+          std::uint32_t bits = edges[r % 16];
+          if (r % 3 == 0)
+            bits = cp::detail::float_to_bits((cp::uniform_from_bits(r) - 0.5f) *
+                                             static_cast<float>(1 + trial));
+          if (trial < 8 && (bits & 0x7fffffffu) >= 0x7f800000u)
+            bits = 0x3f800000u;
+          x[i] = cp::from_float<T>(cp::detail::bits_to_float(bits));
+        }
+        // The definitions, on the elements read as fp32.
+        std::uint32_t most = 0;
+        bool finite = true;
+        float lo = 0.0f, hi = 0.0f;
+        for (std::size_t i = 0; i < n; ++i) {
+          const float v = cp::to_float(x[i]);
+          const std::uint32_t u = cp::detail::float_to_bits(v);
+          most = std::max(most, u & 0x7fffffffu);
+          finite = finite && std::isfinite(v);
+          // The least, -0 before +0; the greatest, +0 after -0.
+          if (i == 0 || v < lo || (v == lo && std::signbit(v)))
+            lo = v;
+          if (i == 0 || v > hi || (v == hi && !std::signbit(v)))
+            hi = v;
+        }
+        ++cases;
+        wrong += cp::cpu::detail::max_magnitude_bits(x.data(), n) != most ? 1u : 0u;
+        if (n == 0)
+          continue;
+        const auto r = cp::cpu::detail::value_range(x.data(), n);
+        if (r.finite != finite)
+          ++wrong;
+        else if (finite && (cp::detail::float_to_bits(r.lo) != cp::detail::float_to_bits(lo) ||
+                            cp::detail::float_to_bits(r.hi) != cp::detail::float_to_bits(hi)))
+          ++wrong;
+      }
+    CHECK(cases == 71 * 24);
+    CHECK(wrong == 0);
+  }
+
   TEST_CASE("quantize: block and tensor payloads equal the per-element definition for every "
             "bit width, both ranges and both roundings") {
     const std::size_t n = 4 * 4096 + 1000 + 5; // a short last block and a tail of 5 codes

@@ -158,6 +158,42 @@ constexpr std::size_t first_whole_eight(std::size_t begin, std::size_t end) {
   return up < end ? up : end;
 }
 
+/// Calls fn(g, b, e) for each group g (of c.len elements) that holds elements of [first, last),
+/// in order, [b, e) its elements there.
+template <class Config, class Fn>
+COMMPRESS_FORCEINLINE void for_each_group(const Config& c, std::size_t first, std::size_t last,
+                                          Fn&& fn) {
+  // Every group but the first is entered at its first element, so g counts up (no division
+  // per group).
+  for (std::size_t b = first, g = first / c.len; b < last; ++g) {
+    const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
+    fn(g, b, e);
+    b = e;
+  }
+}
+
+/// The elements [0, w) of one group under one coder or record: vector(j) for j = 0, lanes, ...
+/// while a whole vector fits, then, where Overlap and w >= lanes, vector(w - lanes) for the rest
+/// (its first elements done twice), else element(j) for each of the rest. On the portable layer
+/// element(j) for every j: an element loop, which the compiler vectorizes better there, as
+/// GCC 12 keeps the splat 16-lane operands partly on the stack (bench/README.md).
+template <bool Overlap, class Vector, class Element>
+COMMPRESS_FORCEINLINE void for_group_lanes(std::size_t w, Vector&& vector, Element&& element) {
+  std::size_t j = 0;
+#if !defined(COMMPRESS_SIMD_PORTABLE)
+  for (; j + simd::lanes <= w; j += simd::lanes)
+    vector(j);
+  if (Overlap && j != w && w >= simd::lanes) {
+    vector(w - simd::lanes);
+    return;
+  }
+#else
+  (void)vector;
+#endif
+  for (; j < w; ++j)
+    element(j);
+}
+
 /// Writes the codes of elements [begin, end), code(i) giving element i's. Runs are visited in
 /// increasing order; a group of eight that straddles two runs is collected in `buf` and
 /// packed when its last code arrives (the caller packs a short final group).
@@ -663,6 +699,28 @@ inline scale_fn scale_by_coders_for(const config& c) {
   return c.range == sym ? &scale_by_coders<false> : &scale_by_coders<true>;
 }
 
+/// y[j] = x[j] * inv (symmetric) or (x[j] - lo) * inv for the w elements of one group, as
+/// scale_by_coders with each coder the group's.
+template <bool Asym>
+void scale_by_coder(const float* COMMPRESS_RESTRICT x, std::size_t w, float inv, float lo,
+                    float* COMMPRESS_RESTRICT y) {
+  using namespace simd;
+  using commpress::detail::mul_rn, commpress::detail::sub_rn;
+  const vf vinv = splat(inv);
+  const vf vlo = splat(lo);
+  for_group_lanes<true>(
+      w,
+      [&](std::size_t j) {
+        store(y + j, Asym ? mul(sub(load(x + j), vlo), vinv) : mul(load(x + j), vinv));
+      },
+      [&](std::size_t j) { y[j] = Asym ? mul_rn(sub_rn(x[j], lo), inv) : mul_rn(x[j], inv); });
+}
+
+using group_scale_fn = void (*)(const float*, std::size_t, float, float, float*);
+inline group_scale_fn scale_by_coder_for(const config& c) {
+  return c.range == sym ? &scale_by_coder<false> : &scale_by_coder<true>;
+}
+
 /// The values of a vector of levels (unit_record's values) with records {a, b}, as
 /// quantize::decode_value, at out: out = value, or with Accumulate out += weight * value (a NaN
 /// canonical). No record is wide; to store, every record is finite (a NaN or Inf one would
@@ -953,16 +1011,15 @@ struct groups_taken {
 /// is wide, and goes element by element. Out of line: its buffers stay off the frame of the
 /// other batches.
 template <class OneByOne, class RunOf>
-COMMPRESS_NOINLINE groups_taken encode_scaled_batch(const config& c, scale_fn scale, const float* x,
-                                                    std::size_t xn, std::size_t origin,
-                                                    std::size_t begin, std::size_t stop,
-                                                    std::size_t per_batch, unsigned char* body,
-                                                    std::size_t g, OneByOne&& one_by_one,
-                                                    RunOf&& run_of) {
-  // Each element's coder from `begin` on: inv and lo (its pre is 1, as every group's that
-  // group_statistics takes).
-  alignas(64) float inv[batch_elements];
-  alignas(64) float lo[batch_elements];
+COMMPRESS_NOINLINE groups_taken encode_scaled_batch(const config& c, group_scale_fn scale,
+                                                    const float* x, std::size_t xn,
+                                                    std::size_t origin, std::size_t begin,
+                                                    std::size_t stop, std::size_t per_batch,
+                                                    unsigned char* body, std::size_t g,
+                                                    OneByOne&& one_by_one, RunOf&& run_of) {
+  // Each group's coder from `begin`'s on (its pre is 1, as every group's that group_statistics
+  // takes).
+  quantize::coder coders[batch_elements];
   std::size_t count = 0;
   std::size_t batch_end = begin;
   for (std::size_t b = begin; count < per_batch && b < stop; ++count, b += c.len) {
@@ -971,24 +1028,22 @@ COMMPRESS_NOINLINE groups_taken encode_scaled_batch(const config& c, scale_fn sc
     if (!group_statistics(c.range, x, xn, b - origin, e - origin, s0, s1))
       break; // a NaN or Inf, or wide: this group goes element-wise
     store_record(c.range, body, g + count, quantize::make_record(c.range, c.bits, s0, s1));
-    const quantize::coder k = quantize::make_coder(c.range, c.bits, s0, s1);
-    for (std::size_t i = b - begin; i < e - begin; ++i) {
-      inv[i] = k.inv;
-      lo[i] = k.lo;
-    }
+    coders[count] = quantize::make_coder(c.range, c.bits, s0, s1);
     batch_end = e;
   }
   if (count == 0)
     return {0, begin};
-  const auto coder_of = [&](std::size_t i) {
-    return quantize::coder{inv[i - begin], lo[i - begin], 1.0f};
-  };
+  const std::size_t g0 = begin / c.len;
+  const auto coder_of = [&](std::size_t i) { return coders[i / c.len - g0]; };
   const std::size_t head = first_whole_eight(begin, batch_end);
   const std::size_t whole = head + (batch_end - head) / 8 * 8;
   one_by_one(begin, head, coder_of);
   if (head != whole) {
     alignas(64) float y[batch_elements];
-    scale(x + (head - origin), whole - head, inv + (head - begin), lo + (head - begin), y);
+    for_each_group(c, head, whole, [&](std::size_t gg, std::size_t b, std::size_t e) {
+      const quantize::coder& k = coders[gg - g0];
+      scale(x + (b - origin), e - b, k.inv, k.lo, y + (b - head));
+    });
     run_of(y, whole - head, head);
   }
   one_by_one(whole, batch_end, coder_of);
@@ -1028,7 +1083,7 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
   // scales are) and coded with unit_coder. A longer group goes on its own.
   const bool batched = c.len <= batch_elements;
   const bool aligned = c.len % 8 == 0;
-  const scale_fn scale = scale_by_coders_for(c);
+  const group_scale_fn scale = scale_by_coder_for(c);
   const encode_kernel kernel = encode_kernel_for(c);
   std::size_t g = first_group;
   // A 16-bit input goes through the kernels widened into `wide`: a batch of whole groups at
@@ -1164,31 +1219,17 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
 /// One group's values from its w levels v (unit_record's values) with its record rec, as
 /// quantize::decode_value, to dst[0, w): dst = value, or with Accumulate dst += weight * value
 /// (a NaN canonical). rec is not wide, and, to store, finite (a NaN or Inf record would leave a
-/// NaN as computed, not canonical). A group of at least a vector's elements ends on a vector of
-/// its last elements (stored twice where it overlaps the one before; to accumulate, one by
-/// one). On the portable layer an element loop, which the compiler vectorizes better: there the
-/// splat records' 16-lane arrays were kept on the stack (bench/README.md).
+/// NaN as computed, not canonical). Stored values end on a vector that overlaps the one before.
 template <bool Asym, bool Accumulate>
 void apply_group_record(quantize::record rec, const float* COMMPRESS_RESTRICT v, std::size_t w,
                         float weight, float* COMMPRESS_RESTRICT dst) {
-#if defined(COMMPRESS_SIMD_PORTABLE)
-  for (std::size_t j = 0; j < w; ++j)
-    put_value<Asym, Accumulate>(v[j], rec.a, rec.b, weight, dst + j);
-#else
   using namespace simd;
   const vf a = splat(rec.a);
   const vf b = splat(rec.b);
   const vf vweight = splat(weight);
-  std::size_t j = 0;
-  for (; j + lanes <= w; j += lanes)
-    put_values<Asym, Accumulate>(load(v + j), a, b, vweight, dst + j);
-  if (j != w && !Accumulate && w >= lanes) {
-    put_values<Asym, Accumulate>(load(v + w - lanes), a, b, vweight, dst + w - lanes);
-  } else {
-    for (; j < w; ++j)
-      put_value<Asym, Accumulate>(v[j], rec.a, rec.b, weight, dst + j);
-  }
-#endif
+  for_group_lanes<!Accumulate>(
+      w, [&](std::size_t j) { put_values<Asym, Accumulate>(load(v + j), a, b, vweight, dst + j); },
+      [&](std::size_t j) { put_value<Asym, Accumulate>(v[j], rec.a, rec.b, weight, dst + j); });
 }
 
 using group_record_fn = void (*)(quantize::record, const float*, std::size_t, float, float*);
@@ -1206,16 +1247,14 @@ void apply_group_records(const config& c, const unsigned char* body, const float
                          std::size_t first, std::size_t last, float weight, float* dst,
                          OneByOne&& one_by_one) {
   const group_record_fn apply = group_record_for<Accumulate>(c);
-  for (std::size_t begin = first, g = first / c.len; begin < last; ++g) {
-    const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
+  for_each_group(c, first, last, [&](std::size_t g, std::size_t b, std::size_t e) {
     const quantize::record rec = load_record(c.range, body, g);
     if (quantize::is_wide_record(c.range, rec) ||
         (!Accumulate && !(is_finite(rec.a) && is_finite(rec.b))))
-      one_by_one(begin, e);
+      one_by_one(b, e);
     else
-      apply(rec, v + (begin - first), e - begin, weight, dst + (begin - first));
-    begin = e;
-  }
+      apply(rec, v + (b - first), e - b, weight, dst + (b - first));
+  });
 }
 
 /// Decodes elements [first, last) (at most batch_elements) of a body whose groups are of a
@@ -1250,25 +1289,21 @@ void for_each_run(const config& c, const unsigned char* body, std::size_t first,
                   std::size_t origin, OnRuns&& on_runs, OneByOne&& one_by_one) {
   value_run runs[Most];
   std::size_t count = 0;
-  // Group g holds the elements [g * len, (g + 1) * len); every group but the first is entered
-  // at its first element, so g counts up (no division per group).
-  for (std::size_t begin = first, g = first / c.len; begin < last; ++g) {
-    const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
+  for_each_group(c, first, last, [&](std::size_t g, std::size_t begin, std::size_t e) {
     const quantize::record rec = load_record(c.range, body, g);
     if (quantize::is_wide_record(c.range, rec)) {
       one_by_one(begin, e);
-    } else {
-      const std::size_t head = first_whole_eight(begin, e);
-      if (head != begin)
-        one_by_one(begin, head);
-      if (head != e) {
-        runs[count++] = {head - origin, e - origin, rec};
-        if (count == Most)
-          on_runs(runs, std::exchange(count, 0));
-      }
+      return;
     }
-    begin = e;
-  }
+    const std::size_t head = first_whole_eight(begin, e);
+    if (head != begin)
+      one_by_one(begin, head);
+    if (head != e) {
+      runs[count++] = {head - origin, e - origin, rec};
+      if (count == Most)
+        on_runs(runs, std::exchange(count, 0));
+    }
+  });
   if (count != 0)
     on_runs(runs, count);
 }
@@ -1457,13 +1492,11 @@ inline groups_taken roundtrip_scaled_batch(const config& c, float* x, std::size_
     const code_run run{0, m, unit_coder};
     encode_kernel_for(c)(y, m, &run, 1, {c.bits, key, step, at, packed, nullptr, 0});
     decode_levels(decode_kernel_for<false>(c), c, packed, 0, m, levels);
-    for (std::size_t b = at, g = at / c.len; b < at + m; ++g) {
-      const std::size_t e = (g + 1) * c.len < at + m ? (g + 1) * c.len : at + m;
+    for_each_group(c, at, at + m, [&](std::size_t g, std::size_t b, std::size_t e) {
       apply(record_of(g), levels + (b - at), e - b, 1.0f, x + b);
-      b = e;
-    }
+    });
   };
-  return encode_scaled_batch(c, scale_by_coders_for(c), x, c.n, 0, begin, c.n,
+  return encode_scaled_batch(c, scale_by_coder_for(c), x, c.n, 0, begin, c.n,
                              batch_elements / c.len, records, 0, one_by_one, run_of);
 }
 /// x = decode(encode(x)) in place, without a payload. Returns the NaN/Inf count.

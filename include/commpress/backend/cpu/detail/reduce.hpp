@@ -34,9 +34,24 @@
 
 namespace commpress::cpu::detail {
 
+/// element(i) for each i of [0, n), a block of 256 at a time, each block's lines asked for by
+/// prefetch(i), once per 16 elements, before its elements are read.
+template <class Element>
+COMMPRESS_FORCEINLINE void for_each_prefetched(std::size_t n, prefetch_stream prefetch,
+                                               Element&& element) {
+  for (std::size_t b = 0; b < n; b += 256) {
+    const std::size_t e = n - b < 256 ? n : b + 256;
+    for (std::size_t i = b; i < e; i += 16)
+      prefetch(i);
+    for (std::size_t i = b; i < e; ++i)
+      element(i);
+  }
+}
+
 /// Largest |x| bit pattern (the fp32 value's bits with the sign cleared) of x[0..n): the key of
 /// the largest magnitude, >= 0x7f800000 iff some element is NaN or Inf. Calls prefetch(i) once
-/// per 16 elements.
+/// per 16 elements. The patterns are below 2^31, so their signed order is their unsigned one:
+/// they are compared signed, which SSE2 does in one instruction (it has no unsigned compare).
 template <element T>
 COMMPRESS_CPU_REDUCTION std::uint32_t
 max_magnitude_bits(const T* COMMPRESS_RESTRICT x, std::size_t n, prefetch_stream prefetch = {}) {
@@ -46,14 +61,15 @@ max_magnitude_bits(const T* COMMPRESS_RESTRICT x, std::size_t n, prefetch_stream
   for (; i + 16 <= n; i += 16) {
     prefetch(i);
     for (std::size_t q = 0; q < 16; q += lanes)
-      most = max_u32(most, magnitude_bits(load_lanes(x + i + q)));
+      most = max_i32(most, magnitude_bits(load_lanes(x + i + q)));
   }
-  std::uint32_t r = reduce_max_u32(most);
+  std::int32_t r = reduce_max_i32(most);
   for (; i < n; ++i) {
-    const std::uint32_t u = commpress::detail::float_to_bits(to_float(x[i])) & 0x7fffffffu;
-    r = u > r ? u : r;
+    const auto m =
+        static_cast<std::int32_t>(commpress::detail::float_to_bits(to_float(x[i])) & 0x7fffffffu);
+    r = m > r ? m : r;
   }
-  return r;
+  return static_cast<std::uint32_t>(r);
 }
 
 /// What value_range found of some elements: whether all are finite, and then the least and
@@ -63,6 +79,16 @@ struct value_range_result {
   float lo;
   float hi;
 };
+
+/// value_range's result from the greatest and least bit patterns as signed and as unsigned
+/// integers (see there).
+inline value_range_result range_of_patterns(std::int32_t hi_s, std::int32_t lo_s,
+                                            std::uint32_t hi_u, std::uint32_t lo_u) {
+  const bool finite = hi_s < 0x7f800000 && hi_u < 0xff800000u;
+  const bool some_negative = lo_s < 0;
+  return {finite, commpress::detail::bits_to_float(some_negative ? hi_u : lo_u),
+          commpress::detail::bits_to_float(hi_s >= 0 ? static_cast<std::uint32_t>(hi_s) : lo_u)};
+}
 
 /// The least and greatest of x[0..n) (n > 0) read as fp32, from four integer reductions of the bit
 /// patterns: the greatest as a signed integer is the greatest value if that is not negative, and
@@ -75,6 +101,26 @@ struct value_range_result {
 template <element T>
 COMMPRESS_CPU_REDUCTION value_range_result value_range(const T* COMMPRESS_RESTRICT x, std::size_t n,
                                                        prefetch_stream prefetch = {}) {
+  std::int32_t hi_s = INT32_MIN, lo_s = INT32_MAX;
+  std::uint32_t hi_u = 0, lo_u = 0xffffffffu;
+  const auto fold = [&](std::uint32_t u) {
+    const auto s = static_cast<std::int32_t>(u);
+    hi_s = s > hi_s ? s : hi_s;
+    lo_s = s < lo_s ? s : lo_s;
+    hi_u = u > hi_u ? u : hi_u;
+    lo_u = u < lo_u ? u : lo_u;
+  };
+#if defined(COMMPRESS_SIMD_PORTABLE)
+  // On the portable layer an element loop, which GCC vectorizes with one vector per
+  // reduction, where the layer's four 16-lane accumulators do not fit in SSE2's registers
+  // (bench/README.md); but for fp16 elements, which the layer converts a vector at a time.
+  if constexpr (!std::same_as<T, half>) {
+    for_each_prefetched(n, prefetch, [&](std::size_t k) {
+      fold(commpress::detail::float_to_bits(to_float(x[k])));
+    });
+    return range_of_patterns(hi_s, lo_s, hi_u, lo_u);
+  }
+#endif
   using namespace simd;
   vu max_s = splat_u32(0x80000000u), min_s = splat_u32(0x7fffffffu);
   vu max_u = splat_u32(0), min_u = splat_u32(0xffffffffu);
@@ -89,20 +135,13 @@ COMMPRESS_CPU_REDUCTION value_range_result value_range(const T* COMMPRESS_RESTRI
       min_u = min_u32(min_u, v);
     }
   }
-  std::int32_t hi_s = reduce_max_i32(max_s), lo_s = reduce_min_i32(min_s);
-  std::uint32_t hi_u = reduce_max_u32(max_u), lo_u = reduce_min_u32(min_u);
-  for (; i < n; ++i) {
-    const std::uint32_t u = commpress::detail::float_to_bits(to_float(x[i]));
-    const auto s = static_cast<std::int32_t>(u);
-    hi_s = s > hi_s ? s : hi_s;
-    lo_s = s < lo_s ? s : lo_s;
-    hi_u = u > hi_u ? u : hi_u;
-    lo_u = u < lo_u ? u : lo_u;
-  }
-  const bool finite = hi_s < 0x7f800000 && hi_u < 0xff800000u;
-  const bool some_negative = lo_s < 0;
-  return {finite, commpress::detail::bits_to_float(some_negative ? hi_u : lo_u),
-          commpress::detail::bits_to_float(hi_s >= 0 ? static_cast<std::uint32_t>(hi_s) : lo_u)};
+  hi_s = reduce_max_i32(max_s);
+  lo_s = reduce_min_i32(min_s);
+  hi_u = reduce_max_u32(max_u);
+  lo_u = reduce_min_u32(min_u);
+  for (; i < n; ++i)
+    fold(commpress::detail::float_to_bits(to_float(x[i])));
+  return range_of_patterns(hi_s, lo_s, hi_u, lo_u);
 }
 
 /// A term of a canonical sum over fp32 elements: x * x in double (exact), 0 for NaN or Inf.
