@@ -91,12 +91,19 @@ TEST_SUITE("compress") {
                                    0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u,
                                    0x7f800001u, 0x3f800000u, 0xbf800000u, 0x42c80000u};
     const auto key = cp::make_rng_key(3, 4);
+    // Every length to 70, and lengths about the element loop's blocks of 256.
+    std::vector<std::size_t> lengths;
+    for (std::size_t n = 0; n <= 70; ++n)
+      lengths.push_back(n);
+    for (std::size_t n : {255, 256, 257, 513, 1024})
+      lengths.push_back(n);
     std::size_t wrong = 0;
     std::size_t cases = 0;
-    for (std::size_t n = 0; n <= 70; ++n)
+    for (std::size_t n : lengths)
       for (std::uint64_t trial = 0; trial < 24; ++trial) {
-        // Trials 0-7 hold finite values only (edges among them, or ordinary ones only); the
-        // rest may hold Inf or NaN.
+        // Trials 0-7 hold finite values only; the rest may hold Inf or NaN. Trials 1, 4, 7, ...
+        // hold negative patterns only and trials 2, 5, 8, ... non-negative ones only (the
+        // least and greatest unsigned patterns then give the greatest and least values).
         std::vector<T> x(n);
         for (std::size_t i = 0; i < n; ++i) {
           const std::uint32_t r = cp::random_u32(key, trial * 100 + n, i);
@@ -106,6 +113,10 @@ TEST_SUITE("compress") {
                                              static_cast<float>(1 + trial));
           if (trial < 8 && (bits & 0x7fffffffu) >= 0x7f800000u)
             bits = 0x3f800000u;
+          if (trial % 3 == 1)
+            bits |= 0x80000000u;
+          else if (trial % 3 == 2)
+            bits &= 0x7fffffffu;
           x[i] = cp::from_float<T>(cp::detail::bits_to_float(bits));
         }
         // The definitions, on the elements read as fp32.
@@ -134,7 +145,7 @@ TEST_SUITE("compress") {
                             cp::detail::float_to_bits(r.hi) != cp::detail::float_to_bits(hi)))
           ++wrong;
       }
-    CHECK(cases == 71 * 24);
+    CHECK(cases == lengths.size() * 24);
     CHECK(wrong == 0);
   }
 

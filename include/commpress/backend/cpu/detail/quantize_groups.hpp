@@ -160,8 +160,8 @@ constexpr std::size_t first_whole_eight(std::size_t begin, std::size_t end) {
 
 /// Calls fn(g, b, e) for each group g (of c.len elements) that holds elements of [first, last),
 /// in order, [b, e) its elements there.
-template <class Config, class Fn>
-COMMPRESS_FORCEINLINE void for_each_group(const Config& c, std::size_t first, std::size_t last,
+template <class Fn>
+COMMPRESS_FORCEINLINE void for_each_group(const config& c, std::size_t first, std::size_t last,
                                           Fn&& fn) {
   // Every group but the first is entered at its first element, so g counts up (no division
   // per group).
@@ -535,15 +535,12 @@ void decode_each(const config& c, bool column, const unsigned char* body, std::s
     });
     return;
   }
-  for (std::size_t begin = first; begin < last;) {
-    const std::size_t g = begin / c.len;
-    const std::size_t e = (g + 1) * c.len < last ? (g + 1) * c.len : last;
+  for_each_group(c, first, last, [&](std::size_t g, std::size_t begin, std::size_t e) {
     const quantize::record rec = load_record(c.range, body, g);
     unpack_run(c.bits, begin, e, codes, [&](std::size_t i, std::uint32_t code) {
       sink(i, quantize::decode_value(c.range, c.bits, code, rec));
     });
-    begin = e;
-  }
+  });
 }
 
 // --- column scales --------------------------------------------------------------------------
@@ -680,8 +677,8 @@ inline std::size_t decode_levels(decode_kernel kernel, const config& c, const un
 }
 
 /// y[j] = x[j] * inv[j] (symmetric) or (x[j] - lo[j]) * inv[j] for w elements, each scaled by
-/// its own coder (its column's, or its group's), as quantize::scaled does for a coder whose pre
-/// is 1: that of every column and group but a wide one, which never reaches here.
+/// its column's coder, as quantize::scaled does for a coder whose pre is 1: that of every
+/// column but a wide one, which never reaches here.
 template <bool Asym>
 void scale_by_coders(const float* x, std::size_t w, const float* inv, const float* lo, float* y) {
   using namespace simd;
@@ -716,9 +713,14 @@ void scale_by_coder(const float* COMMPRESS_RESTRICT x, std::size_t w, float inv,
       [&](std::size_t j) { y[j] = Asym ? mul_rn(sub_rn(x[j], lo), inv) : mul_rn(x[j], inv); });
 }
 
-using group_scale_fn = void (*)(const float*, std::size_t, float, float, float*);
-inline group_scale_fn scale_by_coder_for(const config& c) {
-  return c.range == sym ? &scale_by_coder<false> : &scale_by_coder<true>;
+/// scale_by_coder for c's range: a branch per group, which the predictor learns, where a call
+/// through a pointer per group slowed the shortest groups.
+COMMPRESS_FORCEINLINE void scale_group(const config& c, const float* x, std::size_t w,
+                                       quantize::coder k, float* y) {
+  if (c.range == sym)
+    scale_by_coder<false>(x, w, k.inv, k.lo, y);
+  else
+    scale_by_coder<true>(x, w, k.inv, k.lo, y);
 }
 
 /// The values of a vector of levels (unit_record's values) with records {a, b}, as
@@ -1011,8 +1013,7 @@ struct groups_taken {
 /// is wide, and goes element by element. Out of line: its buffers stay off the frame of the
 /// other batches.
 template <class OneByOne, class RunOf>
-COMMPRESS_NOINLINE groups_taken encode_scaled_batch(const config& c, group_scale_fn scale,
-                                                    const float* x, std::size_t xn,
+COMMPRESS_NOINLINE groups_taken encode_scaled_batch(const config& c, const float* x, std::size_t xn,
                                                     std::size_t origin, std::size_t begin,
                                                     std::size_t stop, std::size_t per_batch,
                                                     unsigned char* body, std::size_t g,
@@ -1041,8 +1042,7 @@ COMMPRESS_NOINLINE groups_taken encode_scaled_batch(const config& c, group_scale
   if (head != whole) {
     alignas(64) float y[batch_elements];
     for_each_group(c, head, whole, [&](std::size_t gg, std::size_t b, std::size_t e) {
-      const quantize::coder& k = coders[gg - g0];
-      scale(x + (b - origin), e - b, k.inv, k.lo, y + (b - head));
+      scale_group(c, x + (b - origin), e - b, coders[gg - g0], y + (b - head));
     });
     run_of(y, whole - head, head);
   }
@@ -1083,7 +1083,6 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
   // scales are) and coded with unit_coder. A longer group goes on its own.
   const bool batched = c.len <= batch_elements;
   const bool aligned = c.len % 8 == 0;
-  const group_scale_fn scale = scale_by_coder_for(c);
   const encode_kernel kernel = encode_kernel_for(c);
   std::size_t g = first_group;
   // A 16-bit input goes through the kernels widened into `wide`: a batch of whole groups at
@@ -1131,7 +1130,7 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
       }
       if (!aligned) {
         const groups_taken taken = encode_scaled_batch(
-            c, scale, x, xn, origin, begin, stop, per_batch, body, g, codes_one_by_one_with,
+            c, x, xn, origin, begin, stop, per_batch, body, g, codes_one_by_one_with,
             [&](const float* y, std::size_t m, std::size_t at) {
               const code_run run{0, m, unit_coder};
               encode_runs_of(y, m, at, &run, 1);
@@ -1219,7 +1218,8 @@ std::size_t encode(const quantize& q, const context& ctx, std::span<const T> in,
 /// One group's values from its w levels v (unit_record's values) with its record rec, as
 /// quantize::decode_value, to dst[0, w): dst = value, or with Accumulate dst += weight * value
 /// (a NaN canonical). rec is not wide, and, to store, finite (a NaN or Inf record would leave a
-/// NaN as computed, not canonical). Stored values end on a vector that overlaps the one before.
+/// NaN as computed, not canonical). Stored values end, on the vector layers, on a vector that
+/// overlaps the one before.
 template <bool Asym, bool Accumulate>
 void apply_group_record(quantize::record rec, const float* COMMPRESS_RESTRICT v, std::size_t w,
                         float weight, float* COMMPRESS_RESTRICT dst) {
@@ -1232,10 +1232,14 @@ void apply_group_record(quantize::record rec, const float* COMMPRESS_RESTRICT v,
       [&](std::size_t j) { put_value<Asym, Accumulate>(v[j], rec.a, rec.b, weight, dst + j); });
 }
 
-using group_record_fn = void (*)(quantize::record, const float*, std::size_t, float, float*);
-template <bool Accumulate> group_record_fn group_record_for(const config& c) {
-  return c.range == sym ? &apply_group_record<false, Accumulate>
-                        : &apply_group_record<true, Accumulate>;
+/// apply_group_record for c's range, branching per group as scale_group does.
+template <bool Accumulate>
+COMMPRESS_FORCEINLINE void put_group_values(const config& c, quantize::record rec, const float* v,
+                                            std::size_t w, float weight, float* dst) {
+  if (c.range == sym)
+    apply_group_record<false, Accumulate>(rec, v, w, weight, dst);
+  else
+    apply_group_record<true, Accumulate>(rec, v, w, weight, dst);
 }
 
 /// The values of elements [first, last) from their levels v[0, last - first) (unit_record's
@@ -1246,14 +1250,13 @@ template <bool Accumulate, class OneByOne>
 void apply_group_records(const config& c, const unsigned char* body, const float* v,
                          std::size_t first, std::size_t last, float weight, float* dst,
                          OneByOne&& one_by_one) {
-  const group_record_fn apply = group_record_for<Accumulate>(c);
   for_each_group(c, first, last, [&](std::size_t g, std::size_t b, std::size_t e) {
     const quantize::record rec = load_record(c.range, body, g);
     if (quantize::is_wide_record(c.range, rec) ||
         (!Accumulate && !(is_finite(rec.a) && is_finite(rec.b))))
       one_by_one(b, e);
     else
-      apply(rec, v + (b - first), e - b, weight, dst + (b - first));
+      put_group_values<Accumulate>(c, rec, v + (b - first), e - b, weight, dst + (b - first));
   });
 }
 
@@ -1308,9 +1311,10 @@ void for_each_run(const config& c, const unsigned char* body, std::size_t first,
     on_runs(runs, count);
 }
 
-/// Whether block and tensor groups are decoded a window of groups at a time
-/// (decode_scaled_windows): groups of a length off a multiple of 8, at most a batch long, would
-/// otherwise reach the kernels as short runs, each after up to 7 elements one by one.
+/// Whether block and tensor groups are decoded (decode_scaled_windows) and roundtripped
+/// (roundtrip_scaled_batch) a window of groups at a time: groups of a length off a multiple of
+/// 8, at most a batch long, would otherwise reach the kernels as short runs, each after up to 7
+/// elements one by one.
 inline bool takes_scaled_windows(const config& c) {
   return c.len % 8 != 0 && c.len <= batch_elements;
 }
@@ -1354,10 +1358,32 @@ inline void decode_values(const config& c, bool column, const unsigned char* bod
       [&](std::size_t begin, std::size_t end) { decode_each(c, false, body, begin, end, put); });
 }
 
+/// Elements [first, last) of an n-element body of block or tensor groups into out, a window of
+/// batch_elements values at a time through a buffer (decode_values), which store_values stores
+/// as from_float converts them: a 16-bit output, or a large fp32 output of groups taken a window
+/// at a time. A large output is streamed (its windows all start a multiple of 64 elements from
+/// `first`).
+template <element T>
+void decode_through_buffer(const config& c, std::size_t n, const unsigned char* body, T* out,
+                           std::size_t first, std::size_t last) {
+  alignas(64) float values[batch_elements];
+  std::optional<streamed_runs<T>> stream;
+  if (streams_output(out, n))
+    stream.emplace(out, first);
+  for (std::size_t a = first; a < last; a += batch_elements) {
+    const std::size_t m = last - a < batch_elements ? last - a : batch_elements;
+    decode_values(c, false, body, a, a + m, values);
+    store_values(out + a, values, m, stream ? &*stream : nullptr, a);
+  }
+  if (stream)
+    stream->finish();
+}
+
 /// Elements [first, last) of an n-element body (first a multiple of 8) into out: out = value,
 /// or with Accumulate out += weight * value. Block and tensor groups take the fp32 kernels
-/// (through a buffer for a 16-bit output), a window of groups at a time or each from its first
-/// multiple of 8 on, but for a wide asymmetric group's record; whole rows of column scales take
+/// (through a buffer for a 16-bit output, or a large fp32 one taken a window at a time), a
+/// window of groups at a time or each from its first multiple of 8 on, but for a wide
+/// asymmetric group's record; whole rows of column scales take
 /// decode_columns; everything else decode_each: the same expressions, so the same bits.
 template <bool Accumulate, element T>
 void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out, float weight,
@@ -1404,25 +1430,10 @@ void decode(const quantize& q, std::size_t n, const unsigned char* body, T* out,
     }
     if (Accumulate || !streams_output(out, n))
       return decode_scaled_windows<Accumulate>(c, body, first, last, out + first, weight);
-  }
-  if constexpr (Accumulate) {
-    static_assert(std::is_same_v<T, float>, "commpress: decode_accumulate adds into fp32");
+    return decode_through_buffer(c, n, body, out, first, last);
   } else {
-    // A 16-bit output, or a large fp32 output of groups a window at a time: a window of values
-    // at a time into a buffer, which store_values stores as from_float converts (through
-    // `stream` for a large output: its windows all start a multiple of 64 elements from
-    // `first`).
-    alignas(64) float values[batch_elements];
-    std::optional<streamed_runs<T>> stream;
-    if (streams_output(out, n))
-      stream.emplace(out, first);
-    for (std::size_t a = first; a < last; a += batch_elements) {
-      const std::size_t m = last - a < batch_elements ? last - a : batch_elements;
-      decode_values(c, false, body, a, a + m, values);
-      store_values(out + a, values, m, stream ? &*stream : nullptr, a);
-    }
-    if (stream)
-      stream->finish();
+    static_assert(!Accumulate, "commpress: decode_accumulate adds into fp32");
+    decode_through_buffer(c, n, body, out, first, last);
   }
 }
 
@@ -1470,7 +1481,8 @@ inline std::size_t roundtrip_columns(const config& c, float* x, rng_key key, std
 /// Returns the groups taken and the end of the last: none when the first holds a NaN or Inf or
 /// is wide (it goes element by element).
 inline groups_taken roundtrip_scaled_batch(const config& c, float* x, std::size_t begin,
-                                           rng_key key, std::uint64_t step, uniform_stream& u) {
+                                           rng_key key, std::uint64_t step, uniform_stream& u,
+                                           encode_kernel encode_chunk, decode_kernel decode_chunk) {
   // Each batch group's record, the g-th from begin's at g; element i's group is i / c.len.
   alignas(64) unsigned char records[batch_elements * 8];
   const std::size_t g0 = begin / c.len;
@@ -1485,20 +1497,20 @@ inline groups_taken roundtrip_scaled_batch(const config& c, float* x, std::size_
   };
   alignas(64) unsigned char packed[batch_elements];
   alignas(64) float levels[batch_elements];
-  const group_record_fn apply = group_record_for<false>(c);
   // Elements [at, at + m), scaled into y: their codes, and their levels back with their groups'
   // records, every one finite and none wide (group_statistics took the groups).
   const auto run_of = [&](const float* y, std::size_t m, std::size_t at) {
     const code_run run{0, m, unit_coder};
-    encode_kernel_for(c)(y, m, &run, 1, {c.bits, key, step, at, packed, nullptr, 0});
-    decode_levels(decode_kernel_for<false>(c), c, packed, 0, m, levels);
+    encode_chunk(y, m, &run, 1, {c.bits, key, step, at, packed, nullptr, 0});
+    decode_levels(decode_chunk, c, packed, 0, m, levels);
     for_each_group(c, at, at + m, [&](std::size_t g, std::size_t b, std::size_t e) {
-      apply(record_of(g), levels + (b - at), e - b, 1.0f, x + b);
+      put_group_values<false>(c, record_of(g), levels + (b - at), e - b, 1.0f, x + b);
     });
   };
-  return encode_scaled_batch(c, scale_by_coder_for(c), x, c.n, 0, begin, c.n,
-                             batch_elements / c.len, records, 0, one_by_one, run_of);
+  return encode_scaled_batch(c, x, c.n, 0, begin, c.n, batch_elements / c.len, records, 0,
+                             one_by_one, run_of);
 }
+
 /// x = decode(encode(x)) in place, without a payload. Returns the NaN/Inf count.
 inline std::size_t roundtrip(const quantize& q, const context& ctx, std::span<float> x) {
   const std::size_t n = x.size();
@@ -1523,7 +1535,8 @@ inline std::size_t roundtrip(const quantize& q, const context& ctx, std::span<fl
   const bool windows = takes_scaled_windows(c);
   for (std::size_t begin = 0; begin < n;) {
     if (windows) {
-      const groups_taken taken = roundtrip_scaled_batch(c, x.data(), begin, key, ctx.step, u);
+      const groups_taken taken =
+          roundtrip_scaled_batch(c, x.data(), begin, key, ctx.step, u, encode_chunk, decode_chunk);
       if (taken.count != 0) {
         begin = taken.end;
         continue;
