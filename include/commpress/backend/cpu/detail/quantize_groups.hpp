@@ -678,17 +678,18 @@ inline std::size_t decode_levels(decode_kernel kernel, const config& c, const un
 
 /// y[j] = x[j] * inv[j] (symmetric) or (x[j] - lo[j]) * inv[j] for w elements, each scaled by
 /// its column's coder, as quantize::scaled does for a coder whose pre is 1: that of every
-/// column but a wide one, which never reaches here.
+/// column but a wide one, which never reaches here. Every operand is finite (the statistics
+/// took the column), so no NaN arises to canonicalise: the last elements take the vectors'
+/// plain operations, not the `_rn` helpers' (the library compiles without contraction).
 template <bool Asym>
 void scale_by_coders(const float* x, std::size_t w, const float* inv, const float* lo, float* y) {
   using namespace simd;
-  using commpress::detail::mul_rn, commpress::detail::sub_rn;
   std::size_t j = 0;
   for (; j + lanes <= w; j += lanes)
     store(y + j, Asym ? mul(sub(load(x + j), load(lo + j)), load(inv + j))
                       : mul(load(x + j), load(inv + j)));
   for (; j < w; ++j)
-    y[j] = Asym ? mul_rn(sub_rn(x[j], lo[j]), inv[j]) : mul_rn(x[j], inv[j]);
+    y[j] = Asym ? (x[j] - lo[j]) * inv[j] : x[j] * inv[j];
 }
 
 using scale_fn = void (*)(const float*, std::size_t, const float*, const float*, float*);
@@ -697,12 +698,11 @@ inline scale_fn scale_by_coders_for(const config& c) {
 }
 
 /// y[j] = x[j] * inv (symmetric) or (x[j] - lo) * inv for the w elements of one group, as
-/// scale_by_coders with each coder the group's.
+/// scale_by_coders with each coder the group's (and its plain operations).
 template <bool Asym>
 void scale_by_coder(const float* COMMPRESS_RESTRICT x, std::size_t w, float inv, float lo,
                     float* COMMPRESS_RESTRICT y) {
   using namespace simd;
-  using commpress::detail::mul_rn, commpress::detail::sub_rn;
   const vf vinv = splat(inv);
   const vf vlo = splat(lo);
   for_group_lanes<true>(
@@ -710,17 +710,26 @@ void scale_by_coder(const float* COMMPRESS_RESTRICT x, std::size_t w, float inv,
       [&](std::size_t j) {
         store(y + j, Asym ? mul(sub(load(x + j), vlo), vinv) : mul(load(x + j), vinv));
       },
-      [&](std::size_t j) { y[j] = Asym ? mul_rn(sub_rn(x[j], lo), inv) : mul_rn(x[j], inv); });
+      [&](std::size_t j) { y[j] = Asym ? (x[j] - lo) * inv : x[j] * inv; });
 }
 
-/// scale_by_coder for c's range: a branch per group, which the predictor learns, where a call
-/// through a pointer per group slowed the shortest groups.
-COMMPRESS_FORCEINLINE void scale_group(const config& c, const float* x, std::size_t w,
-                                       quantize::coder k, float* y) {
+/// The elements [first, last) of x (xn elements from `origin` on), each group's scaled by its
+/// coder, coders[g - g0] group g's (scale_by_coder), to y[0, last - first). The range is
+/// c's, chosen once for the groups: they may be as short as one element, where the per-group
+/// work is the loop's.
+inline void scale_groups(const config& c, const float* x, std::size_t origin, std::size_t first,
+                         std::size_t last, const quantize::coder* coders, std::size_t g0,
+                         float* y) {
+  const auto scale = [&]<bool Asym>() {
+    for_each_group(c, first, last, [&](std::size_t g, std::size_t b, std::size_t e) {
+      const quantize::coder& k = coders[g - g0];
+      scale_by_coder<Asym>(x + (b - origin), e - b, k.inv, k.lo, y + (b - first));
+    });
+  };
   if (c.range == sym)
-    scale_by_coder<false>(x, w, k.inv, k.lo, y);
+    scale.template operator()<false>();
   else
-    scale_by_coder<true>(x, w, k.inv, k.lo, y);
+    scale.template operator()<true>();
 }
 
 /// The values of a vector of levels (unit_record's values) with records {a, b}, as
@@ -1041,9 +1050,7 @@ COMMPRESS_NOINLINE groups_taken encode_scaled_batch(const config& c, const float
   one_by_one(begin, head, coder_of);
   if (head != whole) {
     alignas(64) float y[batch_elements];
-    for_each_group(c, head, whole, [&](std::size_t gg, std::size_t b, std::size_t e) {
-      scale_group(c, x + (b - origin), e - b, coders[gg - g0], y + (b - head));
-    });
+    scale_groups(c, x, origin, head, whole, coders, g0, y);
     run_of(y, whole - head, head);
   }
   one_by_one(whole, batch_end, coder_of);
@@ -1232,32 +1239,50 @@ void apply_group_record(quantize::record rec, const float* COMMPRESS_RESTRICT v,
       [&](std::size_t j) { put_value<Asym, Accumulate>(v[j], rec.a, rec.b, weight, dst + j); });
 }
 
-/// apply_group_record for c's range, branching per group as scale_group does.
-template <bool Accumulate>
-COMMPRESS_FORCEINLINE void put_group_values(const config& c, quantize::record rec, const float* v,
-                                            std::size_t w, float weight, float* dst) {
+/// The values of elements [first, last) from their levels v[0, last - first) (unit_record's
+/// values), each group g's with the record at index g - g0 of `records` (apply_group_record),
+/// to dst[0, last - first): a batch's records, which group_statistics took, so none wide and
+/// every one finite. The range is c's, chosen once for the groups, as scale_groups does.
+inline void apply_batch_records(const config& c, const unsigned char* records, std::size_t g0,
+                                const float* v, std::size_t first, std::size_t last, float* dst) {
+  const auto apply = [&]<bool Asym>() {
+    constexpr quant_range range = Asym ? quant_range::asymmetric : sym;
+    for_each_group(c, first, last, [&](std::size_t g, std::size_t b, std::size_t e) {
+      apply_group_record<Asym, false>(load_record(range, records, g - g0), v + (b - first), e - b,
+                                      1.0f, dst + (b - first));
+    });
+  };
   if (c.range == sym)
-    apply_group_record<false, Accumulate>(rec, v, w, weight, dst);
+    apply.template operator()<false>();
   else
-    apply_group_record<true, Accumulate>(rec, v, w, weight, dst);
+    apply.template operator()<true>();
 }
 
 /// The values of elements [first, last) from their levels v[0, last - first) (unit_record's
 /// values), each group's with its record from `body` (apply_group_record), to
 /// dst[0, last - first). A group whose record is wide, or, to store, not finite, goes to
-/// one_by_one(begin, end) instead.
+/// one_by_one(begin, end) instead. The range is c's, chosen once for the groups, as
+/// scale_groups does.
 template <bool Accumulate, class OneByOne>
 void apply_group_records(const config& c, const unsigned char* body, const float* v,
                          std::size_t first, std::size_t last, float weight, float* dst,
                          OneByOne&& one_by_one) {
-  for_each_group(c, first, last, [&](std::size_t g, std::size_t b, std::size_t e) {
-    const quantize::record rec = load_record(c.range, body, g);
-    if (quantize::is_wide_record(c.range, rec) ||
-        (!Accumulate && !(is_finite(rec.a) && is_finite(rec.b))))
-      one_by_one(b, e);
-    else
-      put_group_values<Accumulate>(c, rec, v + (b - first), e - b, weight, dst + (b - first));
-  });
+  const auto apply = [&]<bool Asym>() {
+    constexpr quant_range range = Asym ? quant_range::asymmetric : sym;
+    for_each_group(c, first, last, [&](std::size_t g, std::size_t b, std::size_t e) {
+      const quantize::record rec = load_record(range, body, g);
+      if (quantize::is_wide_record(range, rec) ||
+          (!Accumulate && !(is_finite(rec.a) && is_finite(rec.b))))
+        one_by_one(b, e);
+      else
+        apply_group_record<Asym, Accumulate>(rec, v + (b - first), e - b, weight,
+                                             dst + (b - first));
+    });
+  };
+  if (c.range == sym)
+    apply.template operator()<false>();
+  else
+    apply.template operator()<true>();
 }
 
 /// Decodes elements [first, last) (at most batch_elements) of a body whose groups are of a
@@ -1503,9 +1528,7 @@ inline groups_taken roundtrip_scaled_batch(const config& c, float* x, std::size_
     const code_run run{0, m, unit_coder};
     encode_chunk(y, m, &run, 1, {c.bits, key, step, at, packed, nullptr, 0});
     decode_levels(decode_chunk, c, packed, 0, m, levels);
-    for_each_group(c, at, at + m, [&](std::size_t g, std::size_t b, std::size_t e) {
-      put_group_values<false>(c, record_of(g), levels + (b - at), e - b, 1.0f, x + b);
-    });
+    apply_batch_records(c, records, g0, levels, at, at + m, x + at);
   };
   return encode_scaled_batch(c, x, c.n, 0, begin, c.n, batch_elements / c.len, records, 0,
                              one_by_one, run_of);
