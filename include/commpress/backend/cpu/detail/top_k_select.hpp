@@ -127,6 +127,17 @@ template <element T> COMMPRESS_FORCEINLINE std::uint32_t widened_bits(const T* x
   }
 }
 
+/// Whether top_k_sampled's streaming pass runs as element loops (the portable vector layer, but
+/// for fp16 rows, which that layer widens a vector at a time), and their block.
+template <element T>
+inline constexpr bool portable_pass =
+#if defined(COMMPRESS_SIMD_PORTABLE)
+    !std::same_as<T, half>;
+#else
+    false;
+#endif
+inline constexpr std::uint64_t portable_pass_block = 256;
+
 /// Exact top-k of one row of float, half or bfloat16 elements by a sampled threshold
 /// (DGC-style sample), on the elements' fp32 values (exact widenings, so the same order):
 /// 1. the keys (|x| bits, screened by the non-finite policy) of about d / 1024 sampled elements
@@ -194,13 +205,53 @@ sampled_top_k top_k_sampled(const T* COMMPRESS_RESTRICT x, std::uint64_t d, std:
 
   // 2. One streaming pass: candidates (index, screened bits) with key >= t0, the keys > t1,
   // and the largest key, which bounds radix_select's first digit.
-  const std::uint64_t limit = cap - 16; // room for one unconditional 16-wide store
+  // Room for the stores of one step of the loop below: an unconditional 16-wide store, or on
+  // the portable layer a block's candidates.
+  const std::uint64_t limit = cap - (portable_pass<T> ? portable_pass_block : 16);
   std::uint64_t c = 0;
   std::size_t nonfinite = 0;
   std::uint64_t above = 0;
   std::uint32_t top = 0;
   std::uint64_t i = 0;
-  {
+  if constexpr (portable_pass<T>) {
+    // Element loops a block at a time, which GCC vectorizes with a few 4-lane accumulators,
+    // where the layer's 16-lane loop holds more live vectors than SSE2 has registers
+    // (bench/README.md): the keys' statistics and a flag byte per element, then the flags
+    // eight at a time, to the bitmap and to the candidates.
+    constexpr std::uint64_t block = portable_pass_block;
+    for (; i + block <= d; i += block) {
+      for (std::uint64_t q = 0; q < block; q += 16)
+        if (i + q + 512 < d)
+          simd::prefetch(x + i + q + 512);
+      alignas(16) unsigned char hit[block];
+      std::uint32_t block_nonfinite = 0; // 32-bit counts: 4 to a vector, not 2
+      std::uint32_t block_above = 0;
+      for (std::uint64_t q = 0; q < block; ++q) {
+        std::uint32_t key = widened_bits(x, i + q) & 0x7fffffffu;
+        const bool nf = key > 0x7f7fffffu;
+        block_nonfinite += nf ? 1u : 0u;
+        key = zero_nonfinite && nf ? 0u : key; // key 0 < t0: no candidate
+        top = key > top ? key : top;
+        block_above += key > t1 ? 1u : 0u;
+        hit[q] = key >= t0 ? 1u : 0u;
+      }
+      nonfinite += block_nonfinite;
+      above += block_above;
+      for (std::uint64_t q = 0; q < block; q += 8) {
+        std::uint64_t flags;
+        std::memcpy(&flags, hit + q, 8);
+        if (bitmap != nullptr) // byte j's flag to bit j: the products' top byte
+          bitmap[(i + q) / 8] = static_cast<unsigned char>(flags * 0x0102040810204080ull >> 56);
+        for (; flags != 0; flags &= flags - 1) {
+          const std::uint64_t at = i + q + static_cast<unsigned>(std::countr_zero(flags)) / 8;
+          idx[c] = static_cast<std::uint32_t>(at);
+          val[c++] = widened_bits(x, at);
+        }
+      }
+      if (c > limit)
+        return declined;
+    }
+  } else {
     // Keys are below 2^31, so signed compares order them; key >= t0 is key > t0 - 1 (t0 > 0
     // here). Per-lane counts: cheaper in the loop than popcounts of the masks, and a lane sees
     // at most d / lanes < 2^32 elements.
@@ -231,8 +282,8 @@ sampled_top_k top_k_sampled(const T* COMMPRESS_RESTRICT x, std::uint64_t d, std:
         above_lanes = count_lanes(above_lanes, gt_i32(key, hi));
         // Stored whether or not any lane hit: which blocks hold a candidate is random, and a
         // mispredicted branch costs more than a compress instruction's stores (bench/README.md,
-        // "Figures behind the code comments"); the portable layer, without one, branches on
-        // the selected lanes inside compress_store.
+        // "Figures behind the code comments"); the portable layer (fp16 rows), without one,
+        // branches on the selected lanes inside compress_store.
         const vm hit = gt_i32(key, below_lo);
         if (bitmap != nullptr) { // at is a multiple of lanes: whole bytes, element at in bit 0
           const std::uint32_t hit_bits = mask_bits(hit);
