@@ -172,6 +172,15 @@ COMMPRESS_FORCEINLINE void for_each_group(const config& c, std::size_t first, st
   }
 }
 
+/// fn.template operator()<R>() with R c's range: the loops over groups, which may be as short
+/// as one element, take the range once as a template argument, not as a branch per group.
+template <class Fn> COMMPRESS_FORCEINLINE void with_range(const config& c, Fn&& fn) {
+  if (c.range == sym)
+    fn.template operator()<sym>();
+  else
+    fn.template operator()<quant_range::asymmetric>();
+}
+
 /// The elements [0, w) of one group under one coder or record: vector(j) for j = 0, lanes, ...
 /// while a whole vector fits, then, where Overlap and w >= lanes, vector(w - lanes) for the rest
 /// (its first elements done twice), else element(j) for each of the rest. On the portable layer
@@ -678,9 +687,10 @@ inline std::size_t decode_levels(decode_kernel kernel, const config& c, const un
 
 /// y[j] = x[j] * inv[j] (symmetric) or (x[j] - lo[j]) * inv[j] for w elements, each scaled by
 /// its column's coder, as quantize::scaled does for a coder whose pre is 1: that of every
-/// column but a wide one, which never reaches here. Every operand is finite (the statistics
-/// took the column), so no NaN arises to canonicalise: the last elements take the vectors'
-/// plain operations, not the `_rn` helpers' (the library compiles without contraction).
+/// column but a wide one, which never reaches here. No NaN arises to canonicalise, so the
+/// elements after the last whole vector take plain `-` and `*`, as the vectors do, not the
+/// `_rn` helpers: every x is finite (the statistics took the column), x - lo cannot overflow
+/// (the column is not wide), and make_coder never gives an infinite inv.
 template <bool Asym>
 void scale_by_coders(const float* x, std::size_t w, const float* inv, const float* lo, float* y) {
   using namespace simd;
@@ -698,7 +708,8 @@ inline scale_fn scale_by_coders_for(const config& c) {
 }
 
 /// y[j] = x[j] * inv (symmetric) or (x[j] - lo) * inv for the w elements of one group, as
-/// scale_by_coders with each coder the group's (and its plain operations).
+/// scale_by_coders with each coder the group's (plain `-` and `*` throughout, the operands
+/// finite as there).
 template <bool Asym>
 void scale_by_coder(const float* COMMPRESS_RESTRICT x, std::size_t w, float inv, float lo,
                     float* COMMPRESS_RESTRICT y) {
@@ -713,23 +724,17 @@ void scale_by_coder(const float* COMMPRESS_RESTRICT x, std::size_t w, float inv,
       [&](std::size_t j) { y[j] = Asym ? (x[j] - lo) * inv : x[j] * inv; });
 }
 
-/// The elements [first, last) of x (xn elements from `origin` on), each group's scaled by its
-/// coder, coders[g - g0] group g's (scale_by_coder), to y[0, last - first). The range is
-/// c's, chosen once for the groups: they may be as short as one element, where the per-group
-/// work is the loop's.
+/// The elements [first, last) of x (which holds the elements from `origin` on), each group's
+/// scaled by its coder, coders[g - g0] group g's (scale_by_coder), to y[0, last - first).
 inline void scale_groups(const config& c, const float* x, std::size_t origin, std::size_t first,
                          std::size_t last, const quantize::coder* coders, std::size_t g0,
                          float* y) {
-  const auto scale = [&]<bool Asym>() {
+  with_range(c, [&]<quant_range R>() {
     for_each_group(c, first, last, [&](std::size_t g, std::size_t b, std::size_t e) {
       const quantize::coder& k = coders[g - g0];
-      scale_by_coder<Asym>(x + (b - origin), e - b, k.inv, k.lo, y + (b - first));
+      scale_by_coder<R != sym>(x + (b - origin), e - b, k.inv, k.lo, y + (b - first));
     });
-  };
-  if (c.range == sym)
-    scale.template operator()<false>();
-  else
-    scale.template operator()<true>();
+  });
 }
 
 /// The values of a vector of levels (unit_record's values) with records {a, b}, as
@@ -1241,48 +1246,37 @@ void apply_group_record(quantize::record rec, const float* COMMPRESS_RESTRICT v,
 
 /// The values of elements [first, last) from their levels v[0, last - first) (unit_record's
 /// values), each group g's with the record at index g - g0 of `records` (apply_group_record),
-/// to dst[0, last - first): a batch's records, which group_statistics took, so none wide and
-/// every one finite. The range is c's, chosen once for the groups, as scale_groups does.
+/// to dst[0, last - first). The records are a batch's, which group_statistics took: none is
+/// wide and every one finite, so none is refused as apply_group_records refuses.
 inline void apply_batch_records(const config& c, const unsigned char* records, std::size_t g0,
                                 const float* v, std::size_t first, std::size_t last, float* dst) {
-  const auto apply = [&]<bool Asym>() {
-    constexpr quant_range range = Asym ? quant_range::asymmetric : sym;
+  with_range(c, [&]<quant_range R>() {
     for_each_group(c, first, last, [&](std::size_t g, std::size_t b, std::size_t e) {
-      apply_group_record<Asym, false>(load_record(range, records, g - g0), v + (b - first), e - b,
-                                      1.0f, dst + (b - first));
+      apply_group_record<R != sym, false>(load_record(R, records, g - g0), v + (b - first), e - b,
+                                          1.0f, dst + (b - first));
     });
-  };
-  if (c.range == sym)
-    apply.template operator()<false>();
-  else
-    apply.template operator()<true>();
+  });
 }
 
 /// The values of elements [first, last) from their levels v[0, last - first) (unit_record's
 /// values), each group's with its record from `body` (apply_group_record), to
 /// dst[0, last - first). A group whose record is wide, or, to store, not finite, goes to
-/// one_by_one(begin, end) instead. The range is c's, chosen once for the groups, as
-/// scale_groups does.
+/// one_by_one(begin, end) instead.
 template <bool Accumulate, class OneByOne>
 void apply_group_records(const config& c, const unsigned char* body, const float* v,
                          std::size_t first, std::size_t last, float weight, float* dst,
                          OneByOne&& one_by_one) {
-  const auto apply = [&]<bool Asym>() {
-    constexpr quant_range range = Asym ? quant_range::asymmetric : sym;
+  with_range(c, [&]<quant_range R>() {
     for_each_group(c, first, last, [&](std::size_t g, std::size_t b, std::size_t e) {
-      const quantize::record rec = load_record(range, body, g);
-      if (quantize::is_wide_record(range, rec) ||
+      const quantize::record rec = load_record(R, body, g);
+      if (quantize::is_wide_record(R, rec) ||
           (!Accumulate && !(is_finite(rec.a) && is_finite(rec.b))))
         one_by_one(b, e);
       else
-        apply_group_record<Asym, Accumulate>(rec, v + (b - first), e - b, weight,
-                                             dst + (b - first));
+        apply_group_record<R != sym, Accumulate>(rec, v + (b - first), e - b, weight,
+                                                 dst + (b - first));
     });
-  };
-  if (c.range == sym)
-    apply.template operator()<false>();
-  else
-    apply.template operator()<true>();
+  });
 }
 
 /// Decodes elements [first, last) (at most batch_elements) of a body whose groups are of a
