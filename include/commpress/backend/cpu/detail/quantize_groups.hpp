@@ -566,7 +566,8 @@ inline constexpr std::size_t column_tile = 256;
 /// (symmetric: key[j], the largest magnitude's bits, which column_statistics folds into `most`
 /// at the end; asymmetric: s0[j] = lo and s1[j] = hi, and every element's magnitude bits into
 /// `most`, which a NaN or Inf sets past 0x7f7fffff). Out of line and on fp32 only: one copy for
-/// every element type.
+/// every element type. Magnitude bits are below 2^31, so they are compared signed, which SSE2
+/// does in one instruction (max_magnitude_bits).
 COMMPRESS_NOINLINE void fold_column_run(quant_range r, const float* v, std::size_t w,
                                         std::uint32_t* key, float* s0, float* s1,
                                         std::uint32_t& most) {
@@ -577,14 +578,14 @@ COMMPRESS_NOINLINE void fold_column_run(quant_range r, const float* v, std::size
     const vf xv = load(v + j);
     const vu m = magnitude_bits(xv);
     if (r == sym) {
-      store(key + j, max_u32(load_u32(key + j), m));
+      store(key + j, max_i32(load_u32(key + j), m));
     } else {
-      most_lanes = max_u32(most_lanes, m);
+      most_lanes = max_i32(most_lanes, m);
       store(s0 + j, min(xv, load(s0 + j))); // v < s0 ? v : s0
       store(s1 + j, max(xv, load(s1 + j))); // v > s1 ? v : s1
     }
   }
-  std::uint32_t m_all = reduce_max_u32(most_lanes);
+  auto m_all = static_cast<std::uint32_t>(reduce_max_i32(most_lanes));
   for (std::size_t j = whole; j < w; ++j) {
     const std::uint32_t m = commpress::detail::float_to_bits(v[j]) & 0x7fffffffu;
     m_all = m > m_all ? m : m_all;

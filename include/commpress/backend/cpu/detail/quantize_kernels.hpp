@@ -377,10 +377,10 @@ COMMPRESS_FORCEINLINE screened_sum add_screened(const float* COMMPRESS_RESTRICT 
       }
       const vf hv = add(gv, load(e + q));
       store(h + q, hv);
-      most = max_u32(most, magnitude_bits(hv));
+      most = max_i32(most, magnitude_bits(hv)); // below 2^31: signed is unsigned order
     }
   }
-  const std::uint32_t vector_max = reduce_max_u32(most);
+  const auto vector_max = static_cast<std::uint32_t>(reduce_max_i32(most));
   // The vector loop counts NaN/Inf g only when there is something to count: without Zero, a
   // NaN or Inf g makes its h non-finite, so a finite vector_max proves there is none.
   const bool vector_nonfinite = Zero ? any(any_nonfinite) : vector_max >= 0x7f800000u;

@@ -34,12 +34,12 @@ inline std::uint32_t int_codes(const float* COMMPRESS_RESTRICT x, std::size_t m,
     for (std::size_t k = 0; k < vectors_per_64; ++k) {
       const vf y = mul(load(x + i + k * lanes), vinv);
       const vf r = sub(add(y, magic), magic);
-      far = max_u32(far, magnitude_bits(sub(y, r)));
+      far = max_i32(far, magnitude_bits(sub(y, r))); // below 2^31: signed is unsigned order
       c[k] = trunc_i32(min(max(r, lo), hi));
     }
     store_bytes(q + i, narrow_i8(c));
   }
-  std::uint32_t farthest = reduce_max_u32(far);
+  auto farthest = static_cast<std::uint32_t>(reduce_max_i32(far));
   for (; i < m; ++i) {
     const float y = x[i] * inv;
     const float r = (y + commpress::detail::round_magic) - commpress::detail::round_magic;
