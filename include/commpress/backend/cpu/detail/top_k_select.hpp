@@ -278,7 +278,7 @@ sampled_top_k top_k_sampled(const T* COMMPRESS_RESTRICT x, std::uint64_t d, std:
         nonfinite_lanes = count_lanes(nonfinite_lanes, nf);
         if (zero_nonfinite) // key 0 < t0: no candidate, so v needs no zeroing
           key = clear(nf, key);
-        most = max_u32(most, key);
+        most = max_i32(most, key); // below 2^31: signed is unsigned order
         above_lanes = count_lanes(above_lanes, gt_i32(key, hi));
         // Stored whether or not any lane hit: which blocks hold a candidate is random, and a
         // mispredicted branch costs more than a compress instruction's stores (bench/README.md,
@@ -298,7 +298,7 @@ sampled_top_k top_k_sampled(const T* COMMPRESS_RESTRICT x, std::uint64_t d, std:
     }
     nonfinite += static_cast<std::size_t>(reduce_add_u32(nonfinite_lanes));
     above += reduce_add_u32(above_lanes);
-    top = reduce_max_u32(most);
+    top = static_cast<std::uint32_t>(reduce_max_i32(most));
   }
   if (bitmap != nullptr) // the bytes the loop below sets bit by bit (i is a multiple of 16)
     std::memset(bitmap + i / 8, 0, (d + 7) / 8 - i / 8);
