@@ -566,8 +566,8 @@ inline constexpr std::size_t column_tile = 256;
 /// (symmetric: key[j], the largest magnitude's bits, which column_statistics folds into `most`
 /// at the end; asymmetric: s0[j] = lo and s1[j] = hi, and every element's magnitude bits into
 /// `most`, which a NaN or Inf sets past 0x7f7fffff). Out of line and on fp32 only: one copy for
-/// every element type. Magnitude bits are below 2^31, so they are compared signed, which SSE2
-/// does in one instruction (max_magnitude_bits).
+/// every element type. Magnitude bits are below 2^31, so they are compared signed, as
+/// max_magnitude_bits does: SSE2 has only a signed 32-bit compare.
 COMMPRESS_NOINLINE void fold_column_run(quant_range r, const float* v, std::size_t w,
                                         std::uint32_t* key, float* s0, float* s1,
                                         std::uint32_t& most) {
