@@ -38,11 +38,13 @@ template <minifloat F> COMMPRESS_FORCEINLINE simd::vu to_minifloat_lanes(simd::v
       from_bits(a), splat(commpress::detail::pow2(m.bias - 1 + static_cast<int>(m.mantissa_bits))));
   const vu subnormal = sub_u32(bits(add(count, splat(8388608.0f))), splat_u32(0x4b000000u));
   constexpr std::uint32_t smallest_normal = static_cast<std::uint32_t>(1 - m.bias + 127) << 23;
-  vu code = select(lt_u32(a, splat_u32(smallest_normal)), subnormal, normal);
+  // a and the bounds are below 2^31, so they are compared signed: one instruction on AVX2 and
+  // SSE2, which have no unsigned compare.
+  vu code = select(gt_i32(splat_u32(smallest_normal), a), subnormal, normal);
   const std::uint32_t largest = commpress::detail::float_to_bits(from_minifloat(F, m.max_code));
-  code = select(ge_u32(a, splat_u32(largest)), splat_u32(m.max_code), code); // infinities too
+  code = select(gt_i32(a, splat_u32(largest - 1u)), splat_u32(m.max_code), code); // infinities too
   code = or_u32(code, srl<31u - width>(and_u32(u, splat_u32(0x80000000u))));
-  return select(gt_u32(a, splat_u32(0x7f800000u)), splat_u32(m.nan_code), code);
+  return select(gt_i32(a, splat_u32(0x7f800000u)), splat_u32(m.nan_code), code);
 }
 
 /// The codes to_minifloat(F, x[j] * k[j / simd::lanes]) of `count` elements (a multiple of
