@@ -69,6 +69,38 @@ inline std::uint64_t keys_in_range(const std::uint32_t* src, std::uint64_t n, st
   return m;
 }
 
+/// Of the keys w & 0x7fffffff of words[0..n): how many are > t, and the largest (0 for n = 0).
+struct key_statistics {
+  std::uint64_t above;
+  std::uint32_t top;
+};
+inline key_statistics candidate_statistics(const std::uint32_t* words, std::uint64_t n,
+                                           std::uint32_t t) {
+  key_statistics s{0, 0};
+  std::uint64_t j = 0;
+  {
+    // Keys are below 2^31, so signed compares order them.
+    using namespace simd;
+    const vu abs_mask = splat_u32(0x7fffffffu);
+    const vu threshold = splat_u32(t);
+    vu most = splat_u32(0);
+    vu above_lanes = splat_u32(0);
+    for (; j + lanes <= n; j += lanes) {
+      const vu key = and_u32(load_u32(words + j), abs_mask);
+      most = max_i32(most, key);
+      above_lanes = count_lanes(above_lanes, gt_i32(key, threshold));
+    }
+    s.above = reduce_add_u32(above_lanes);
+    s.top = static_cast<std::uint32_t>(reduce_max_i32(most));
+  }
+  for (; j < n; ++j) {
+    const std::uint32_t key = words[j] & 0x7fffffffu;
+    s.top = key > s.top ? key : s.top;
+    s.above += key > t ? 1u : 0u;
+  }
+  return s;
+}
+
 /// The k-th largest (1 <= k <= n) of the keys w & 0x7fffffff of words[0..n), all of which lie
 /// in [lo, hi]. Each round counts the keys of the current range by their top
 /// radix_select_bits bits above lo, walks the counts down from the top to the digit that holds
@@ -127,23 +159,54 @@ template <element T> COMMPRESS_FORCEINLINE std::uint32_t widened_bits(const T* x
   }
 }
 
-/// Whether top_k_sampled's streaming pass runs as element loops (the portable vector layer, but
-/// for fp16 rows, which that layer widens a vector at a time), and their block.
-template <element T>
+/// Whether top_k_sampled's streaming pass runs as element loops (the portable vector layer),
+/// and their block.
 inline constexpr bool portable_pass =
 #if defined(COMMPRESS_SIMD_PORTABLE)
-    !std::same_as<T, half>;
+    true;
 #else
     false;
 #endif
 inline constexpr std::uint64_t portable_pass_block = 256;
+
+/// The key of element x[i] in its own width: its bits with the sign cleared. Widening is
+/// strictly increasing in it, so one compare against narrowed_key decides a compare of the
+/// widened key, and 16-bit rows are screened at 8 keys to an SSE2 vector, without widening.
+template <element T>
+using narrow_key_t = std::conditional_t<std::same_as<T, float>, std::uint32_t, std::uint16_t>;
+template <element T> COMMPRESS_FORCEINLINE narrow_key_t<T> narrow_key(const T* x, std::uint64_t i) {
+  if constexpr (std::same_as<T, float>)
+    return widened_bits(x, i) & 0x7fffffffu;
+  else
+    return static_cast<std::uint16_t>(x[i].bits & 0x7fffu);
+}
+
+/// The least key of T whose widened key is >= t (2^15 for a 16-bit T when there is none): for
+/// every element, narrow_key >= narrowed_key(t) exactly when its widened key is >= t.
+template <element T> std::uint32_t narrowed_key(std::uint32_t t) {
+  if constexpr (std::same_as<T, float>) {
+    return t;
+  } else {
+    std::uint32_t lo = 0; // a binary search over the 2^15 keys
+    std::uint32_t hi = 0x8000u;
+    while (lo < hi) {
+      const std::uint32_t mid = (lo + hi) / 2;
+      const T e{static_cast<std::uint16_t>(mid)};
+      if ((widened_bits(&e, 0) & 0x7fffffffu) >= t)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    return lo;
+  }
+}
 
 /// Exact top-k of one row of float, half or bfloat16 elements by a sampled threshold
 /// (DGC-style sample), on the elements' fp32 values (exact widenings, so the same order):
 /// 1. the keys (|x| bits, screened by the non-finite policy) of about d / 1024 sampled elements
 ///    give two thresholds t0 <= t1, at ranks 3 sigma below and above the k-th;
 /// 2. one streaming pass collects the index and (screened) bits of every element whose key is
-///    >= t0 into the workspace, and counts the keys > t1;
+///    >= t0 into the workspace; the keys > t1 are among them, and are counted there;
 /// 3. when fewer than k keys are > t1, the k-th largest key t is among the few candidates in
 ///    [t0, t1], and radix_select over those alone finds it (otherwise over all candidates);
 ///    the candidates, in index order, are then compacted in place to the kept ones as the tie
@@ -203,40 +266,37 @@ sampled_top_k top_k_sampled(const T* COMMPRESS_RESTRICT x, std::uint64_t d, std:
     t1 = tmp[rank1];
   }
 
-  // 2. One streaming pass: candidates (index, screened bits) with key >= t0, the keys > t1,
-  // and the largest key, which bounds radix_select's first digit.
+  // 2. One streaming pass: candidates (index, screened bits) with key >= t0, and the NaN/Inf
+  // count.
   // Room for the stores of one step of the loop below: an unconditional 16-wide store, or on
   // the portable layer a block's candidates.
-  const std::uint64_t limit = cap - (portable_pass<T> ? portable_pass_block : 16);
+  const std::uint64_t limit = cap - (portable_pass ? portable_pass_block : 16);
   std::uint64_t c = 0;
   std::size_t nonfinite = 0;
-  std::uint64_t above = 0;
-  std::uint32_t top = 0;
   std::uint64_t i = 0;
-  if constexpr (portable_pass<T>) {
-    // Element loops a block at a time, which GCC vectorizes with a few 4-lane accumulators,
-    // where the layer's 16-lane loop holds more live vectors than SSE2 has registers
-    // (bench/README.md): the keys' statistics and a flag byte per element, then the flags
-    // eight at a time, to the bitmap and to the candidates.
+  if constexpr (portable_pass) {
+    // Element loops a block at a time, which GCC vectorizes with a few accumulators, where the
+    // layer's 16-lane loop holds more live vectors than SSE2 has registers (bench/README.md):
+    // the NaN/Inf count and a flag byte per element, on keys in the elements' own width, then
+    // the flags eight at a time, to the bitmap and to the candidates.
+    using key_t = narrow_key_t<T>;
+    const auto first_nonfinite = static_cast<key_t>(narrowed_key<T>(0x7f800000u));
+    const auto first_hit = static_cast<key_t>(narrowed_key<T>(t0));
     constexpr std::uint64_t block = portable_pass_block;
     for (; i + block <= d; i += block) {
       for (std::uint64_t q = 0; q < block; q += 16)
         if (i + q + 512 < d)
           simd::prefetch(x + i + q + 512);
       alignas(16) unsigned char hit[block];
-      std::uint32_t block_nonfinite = 0; // 32-bit counts: 4 to a vector, not 2
-      std::uint32_t block_above = 0;
+      key_t block_nonfinite = 0; // all in the keys' width, so GCC vectorizes the loop
       for (std::uint64_t q = 0; q < block; ++q) {
-        std::uint32_t key = widened_bits(x, i + q) & 0x7fffffffu;
-        const bool nf = key > 0x7f7fffffu;
-        block_nonfinite += nf ? 1u : 0u;
-        key = zero_nonfinite && nf ? 0u : key; // key 0 < t0: no candidate
-        top = key > top ? key : top;
-        block_above += key > t1 ? 1u : 0u;
-        hit[q] = key >= t0 ? 1u : 0u;
+        key_t key = narrow_key(x, i + q);
+        const key_t nf = key >= first_nonfinite ? 1u : 0u;
+        block_nonfinite = static_cast<key_t>(block_nonfinite + nf);
+        key = zero_nonfinite && nf != 0 ? 0u : key; // key 0 < first_hit: no candidate
+        hit[q] = key >= first_hit ? 1u : 0u;
       }
       nonfinite += block_nonfinite;
-      above += block_above;
       for (std::uint64_t q = 0; q < block; q += 8) {
         std::uint64_t flags;
         std::memcpy(&flags, hit + q, 8);
@@ -253,18 +313,15 @@ sampled_top_k top_k_sampled(const T* COMMPRESS_RESTRICT x, std::uint64_t d, std:
     }
   } else {
     // Keys are below 2^31, so signed compares order them; key >= t0 is key > t0 - 1 (t0 > 0
-    // here). Per-lane counts: cheaper in the loop than popcounts of the masks, and a lane sees
+    // here). A per-lane count: cheaper in the loop than popcounts of the masks, and a lane sees
     // at most d / lanes < 2^32 elements.
     using namespace simd;
     const vu abs_mask = splat_u32(0x7fffffffu);
     const vu finite_max = splat_u32(0x7f7fffffu);
     const vu below_lo = splat_u32(t0 - 1);
-    const vu hi = splat_u32(t1);
     const vu step = splat_u32(static_cast<std::uint32_t>(lanes));
     vu index = lane_index();
-    vu most = splat_u32(0);
     vu nonfinite_lanes = splat_u32(0);
-    vu above_lanes = splat_u32(0);
     for (; i + 16 <= d; i += 16) {
       // By hand, 512 elements ahead (2 KiB of fp32; 16-bit rows keep the count): with the
       // candidate stores in the loop, the hardware prefetcher alone left the fp32 pass slower
@@ -278,12 +335,9 @@ sampled_top_k top_k_sampled(const T* COMMPRESS_RESTRICT x, std::uint64_t d, std:
         nonfinite_lanes = count_lanes(nonfinite_lanes, nf);
         if (zero_nonfinite) // key 0 < t0: no candidate, so v needs no zeroing
           key = clear(nf, key);
-        most = max_i32(most, key); // below 2^31: signed is unsigned order
-        above_lanes = count_lanes(above_lanes, gt_i32(key, hi));
         // Stored whether or not any lane hit: which blocks hold a candidate is random, and a
         // mispredicted branch costs more than a compress instruction's stores (bench/README.md,
-        // "Figures behind the code comments"); the portable layer (fp16 rows), without one,
-        // branches on the selected lanes inside compress_store.
+        // "Figures behind the code comments").
         const vm hit = gt_i32(key, below_lo);
         if (bitmap != nullptr) { // at is a multiple of lanes: whole bytes, element at in bit 0
           const std::uint32_t hit_bits = mask_bits(hit);
@@ -297,8 +351,6 @@ sampled_top_k top_k_sampled(const T* COMMPRESS_RESTRICT x, std::uint64_t d, std:
         return declined;
     }
     nonfinite += static_cast<std::size_t>(reduce_add_u32(nonfinite_lanes));
-    above += reduce_add_u32(above_lanes);
-    top = static_cast<std::uint32_t>(reduce_max_i32(most));
   }
   if (bitmap != nullptr) // the bytes the loop below sets bit by bit (i is a multiple of 16)
     std::memset(bitmap + i / 8, 0, (d + 7) / 8 - i / 8);
@@ -309,8 +361,6 @@ sampled_top_k top_k_sampled(const T* COMMPRESS_RESTRICT x, std::uint64_t d, std:
     if (zero_nonfinite && nf)
       u = 0;
     const std::uint32_t key = u & 0x7fffffffu;
-    top = key > top ? key : top;
-    above += key > t1 ? 1u : 0u;
     idx[c] = static_cast<std::uint32_t>(i); // branchless: written always, kept if it passes
     val[c] = u;
     const bool hit = key >= t0;
@@ -322,6 +372,9 @@ sampled_top_k top_k_sampled(const T* COMMPRESS_RESTRICT x, std::uint64_t d, std:
   }
   if (c < k)
     return declined;
+  // Every key > t1 and the largest key are candidates (t1 >= t0), and the candidates are a few
+  // percent of the row: counted over them, not in the streaming pass.
+  const auto [above, top] = candidate_statistics(val, c, t1);
 
   // 3. The exact k-th key t, then the kept candidates compacted to the front, in index order.
   kth_key kth{};
