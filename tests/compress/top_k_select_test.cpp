@@ -166,6 +166,27 @@ TEST_SUITE("compress") {
                                      words.begin() + static_cast<std::ptrdiff_t>(m2)) == want);
   }
 
+  TEST_CASE_TEMPLATE("narrow_threshold: the least 16-bit key whose widened key reaches t, for "
+                     "every widened key, one above it, and past the largest",
+                     T, cp::half, cp::bfloat16) {
+    const auto widened = [](std::uint32_t key) {
+      const T e{static_cast<std::uint16_t>(key)};
+      return cd::widened_bits(&e, 0) & 0x7fffffffu;
+    };
+    std::uint32_t wrong = 0; // keys whose threshold is wrong: counted, not one check each
+    for (std::uint32_t key = 0; key < 0x8000u; ++key) {
+      const std::uint32_t t = widened(key);
+      if (key > 0 && t <= widened(key - 1))
+        ++wrong; // widening must be strictly increasing, NaN payloads and subnormals included
+      if (cd::narrow_threshold<T>(t) != key || cd::narrow_threshold<T>(t + 1) != key + 1)
+        ++wrong;
+    }
+    CHECK(wrong == 0);
+    CHECK(cd::narrow_threshold<T>(0) == 0);
+    CHECK(cd::narrow_threshold<T>(0x7fffffffu) == 0x8000u);
+    CHECK(cd::narrow_threshold<T>(0x7f800000u) == (std::same_as<T, cp::half> ? 0x7c00u : 0x7f80u));
+  }
+
   TEST_CASE_TEMPLATE(
       "top_k_sampled: keeps the set a sort of the row keeps, or declines, and counts NaN/Inf", T,
       float, cp::half, cp::bfloat16) {

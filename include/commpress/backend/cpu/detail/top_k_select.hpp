@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <type_traits>
 
 #include "commpress/backend/cpu/detail/element_lanes.hpp"
 #include "commpress/backend/cpu/detail/simd.hpp"
@@ -69,11 +70,13 @@ inline std::uint64_t keys_in_range(const std::uint32_t* src, std::uint64_t n, st
   return m;
 }
 
-/// Of the keys w & 0x7fffffff of words[0..n): how many are > t, and the largest (0 for n = 0).
+/// What candidate_statistics finds: how many keys are > t, and the largest key.
 struct key_statistics {
   std::uint64_t above;
   std::uint32_t top;
 };
+
+/// Of the keys w & 0x7fffffff of words[0..n): how many are > t, and the largest (0 for n = 0).
 inline key_statistics candidate_statistics(const std::uint32_t* words, std::uint64_t n,
                                            std::uint32_t t) {
   key_statistics s{0, 0};
@@ -170,8 +173,9 @@ inline constexpr bool portable_pass =
 inline constexpr std::uint64_t portable_pass_block = 256;
 
 /// The key of element x[i] in its own width: its bits with the sign cleared. Widening is
-/// strictly increasing in it, so one compare against narrowed_key decides a compare of the
-/// widened key, and 16-bit rows are screened at 8 keys to an SSE2 vector, without widening.
+/// strictly increasing in it, so one compare against narrow_threshold decides a compare of the
+/// widened key, and 16-bit rows are screened without widening (8 keys to an SSE2 vector where
+/// GCC vectorizes the loop: at -O3, as in CMake's Release flags).
 template <element T>
 using narrow_key_t = std::conditional_t<std::same_as<T, float>, std::uint32_t, std::uint16_t>;
 template <element T> COMMPRESS_FORCEINLINE narrow_key_t<T> narrow_key(const T* x, std::uint64_t i) {
@@ -182,8 +186,8 @@ template <element T> COMMPRESS_FORCEINLINE narrow_key_t<T> narrow_key(const T* x
 }
 
 /// The least key of T whose widened key is >= t (2^15 for a 16-bit T when there is none): for
-/// every element, narrow_key >= narrowed_key(t) exactly when its widened key is >= t.
-template <element T> std::uint32_t narrowed_key(std::uint32_t t) {
+/// every element, narrow_key >= narrow_threshold(t) exactly when its widened key is >= t.
+template <element T> std::uint32_t narrow_threshold(std::uint32_t t) {
   if constexpr (std::same_as<T, float>) {
     return t;
   } else {
@@ -279,20 +283,22 @@ sampled_top_k top_k_sampled(const T* COMMPRESS_RESTRICT x, std::uint64_t d, std:
     // layer's 16-lane loop holds more live vectors than SSE2 has registers (bench/README.md):
     // the NaN/Inf count and a flag byte per element, on keys in the elements' own width, then
     // the flags eight at a time, to the bitmap and to the candidates.
-    using key_t = narrow_key_t<T>;
-    const auto first_nonfinite = static_cast<key_t>(narrowed_key<T>(0x7f800000u));
-    const auto first_hit = static_cast<key_t>(narrowed_key<T>(t0));
+    using key_type = narrow_key_t<T>;
+    const auto first_nonfinite = static_cast<key_type>(narrow_threshold<T>(0x7f800000u));
+    const auto first_hit = static_cast<key_type>(narrow_threshold<T>(t0));
     constexpr std::uint64_t block = portable_pass_block;
     for (; i + block <= d; i += block) {
       for (std::uint64_t q = 0; q < block; q += 16)
         if (i + q + 512 < d)
           simd::prefetch(x + i + q + 512);
       alignas(16) unsigned char hit[block];
-      key_t block_nonfinite = 0; // all in the keys' width, so GCC vectorizes the loop
+      // The flag and count in the keys' width: with a bool flag summed into a 32-bit count,
+      // GCC 12 left the loop of 16-bit keys scalar.
+      key_type block_nonfinite = 0;
       for (std::uint64_t q = 0; q < block; ++q) {
-        key_t key = narrow_key(x, i + q);
-        const key_t nf = key >= first_nonfinite ? 1u : 0u;
-        block_nonfinite = static_cast<key_t>(block_nonfinite + nf);
+        key_type key = narrow_key(x, i + q);
+        const key_type nf = key >= first_nonfinite ? 1u : 0u;
+        block_nonfinite = static_cast<key_type>(block_nonfinite + nf);
         key = zero_nonfinite && nf != 0 ? 0u : key; // key 0 < first_hit: no candidate
         hit[q] = key >= first_hit ? 1u : 0u;
       }
@@ -372,8 +378,8 @@ sampled_top_k top_k_sampled(const T* COMMPRESS_RESTRICT x, std::uint64_t d, std:
   }
   if (c < k)
     return declined;
-  // Every key > t1 and the largest key are candidates (t1 >= t0), and the candidates are a few
-  // percent of the row: counted over them, not in the streaming pass.
+  // Counted over the candidates, a fraction of the row, not in the streaming pass: every key
+  // > t1 is one (t1 >= t0), and so is the largest key (there are c >= k >= 1).
   const auto [above, top] = candidate_statistics(val, c, t1);
 
   // 3. The exact k-th key t, then the kept candidates compacted to the front, in index order.
