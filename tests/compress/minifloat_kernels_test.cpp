@@ -3,8 +3,9 @@
 
 // The vector conversion to E4M3, E5M2 and E2M1 codes (backend/cpu/detail/minifloat_kernels.hpp)
 // against core/minifloat.hpp's scalar one: every exponent, with the mantissas at and around each
-// format's rounding boundaries, both signs, zeros, denormals, infinities and NaN; and the packed
-// codes of 16 to 64 scaled elements against the scalar codes written one by one.
+// format's rounding boundaries, both signs, zeros, denormals and infinities (NaN is the caller's:
+// the kit codes a non-finite element as 0); and the packed codes of 16 to 64 scaled elements,
+// NaN and Inf among them, against the scalar codes written one by one.
 
 #include <doctest/doctest.h>
 
@@ -30,7 +31,7 @@ float from_bits(std::uint32_t u) {
 }
 
 /// Bit patterns at and around every rounding boundary of a format with M mantissa bits, for
-/// every f32 exponent, both signs.
+/// every f32 exponent, both signs; no NaN.
 std::vector<float> boundary_inputs(unsigned mantissa_bits) {
   const std::uint32_t half = 1u << (22u - mantissa_bits); // half a code's spacing, in f32 ulps
   std::vector<float> x;
@@ -38,8 +39,9 @@ std::vector<float> boundary_inputs(unsigned mantissa_bits) {
     for (std::uint32_t step = 0; step < 4; ++step)
       for (std::uint32_t delta : {0u, 1u, half - 1u, half, half + 1u, 2 * half - 1u}) {
         const std::uint32_t mantissa = (step * 2 * half + delta) & 0x7fffffu;
-        for (std::uint32_t sign : {0u, 0x80000000u})
-          x.push_back(from_bits(sign | (e << 23) | mantissa));
+        if (e < 255 || mantissa == 0)
+          for (std::uint32_t sign : {0u, 0x80000000u})
+            x.push_back(from_bits(sign | (e << 23) | mantissa));
       }
   return x;
 }
@@ -94,7 +96,7 @@ template <cp::minifloat F> std::size_t packed_mismatches(std::uint32_t stream, s
 
 TEST_SUITE("compress") {
   TEST_CASE("minifloat kernels: every lane converts as to_minifloat, at every rounding boundary "
-            "of every exponent, with NaN, infinities, zeros and denormals") {
+            "of every exponent, with infinities, zeros and denormals") {
     const std::vector<float> e4m3 = boundary_inputs(3), e5m2 = boundary_inputs(2),
                              e2m1 = boundary_inputs(1);
     CHECK(e4m3.size() > 10000);

@@ -18,7 +18,9 @@
 
 namespace commpress::cpu::detail {
 
-/// to_minifloat(F, y) in every lane of y.
+/// to_minifloat(F, y) in every lane of y, which holds no NaN (an infinity saturates). The
+/// scalar function's branches are computed in every lane and the subnormal one selected; the
+/// normal codes grow with |y|, so saturation is their minimum with the largest code.
 template <minifloat F> COMMPRESS_FORCEINLINE simd::vu to_minifloat_lanes(simd::vf y) {
   using namespace simd;
   constexpr commpress::detail::minifloat_format m = commpress::detail::format_of(F);
@@ -27,24 +29,25 @@ template <minifloat F> COMMPRESS_FORCEINLINE simd::vu to_minifloat_lanes(simd::v
   const vu u = bits(y);
   const vu a = and_u32(u, splat_u32(0x7fffffffu));
   // Normal: the 23-bit mantissa rounded to M bits, ties to even, a carry moving into the
-  // exponent, and the exponent rebased from 127 to the format's bias.
-  const vu rounded = add_u32(add_u32(a, splat_u32((1u << (shift - 1u)) - 1u)),
-                             and_u32(srl<shift>(a), splat_u32(1)));
-  const vu normal = sub_u32(srl<shift>(rounded),
-                            splat_u32(static_cast<std::uint32_t>(127 - m.bias) << m.mantissa_bits));
-  // Below the smallest normal: |y| 2^(B - 1 + M) (exact) rounded to an integer, ties to even, by
-  // adding 2^23, whose spacing is 1 (the count is at most 2^M).
-  const vf count = mul(
-      from_bits(a), splat(commpress::detail::pow2(m.bias - 1 + static_cast<int>(m.mantissa_bits))));
-  const vu subnormal = sub_u32(bits(add(count, splat(8388608.0f))), splat_u32(0x4b000000u));
+  // exponent, and the exponent rebased from 127 to the format's bias, in one added constant (a
+  // normal |y| is above the rebasing term, so it borrows nothing from the mantissa). Here and
+  // below, the codes and |y|'s bits are below 2^31 and compared signed: one instruction on AVX2
+  // and SSE2, which have no unsigned compare.
+  constexpr std::uint32_t rebase_and_round =
+      ((1u << (shift - 1u)) - 1u) - (static_cast<std::uint32_t>(127 - m.bias) << 23);
+  const vu normal = min_i32(srl<shift>(add_u32(add_u32(a, splat_u32(rebase_and_round)),
+                                               and_u32(srl<shift>(a), splat_u32(1)))),
+                            splat_u32(m.max_code));
+  // Below the smallest normal: |y| rounded to a multiple of the subnormal spacing 2^(1 - B - M),
+  // ties to even, by adding 2^(24 - B - M), whose ulp is that spacing: the sum's bits past the
+  // addend's count the spacings (at most 2^M, the smallest normal's code).
+  constexpr std::uint32_t magic =
+      static_cast<std::uint32_t>(127 + 24 - m.bias - static_cast<int>(m.mantissa_bits)) << 23;
+  const vu subnormal =
+      sub_u32(bits(add(from_bits(a), from_bits(splat_u32(magic)))), splat_u32(magic));
   constexpr std::uint32_t smallest_normal = static_cast<std::uint32_t>(1 - m.bias + 127) << 23;
-  // a and the bounds are below 2^31, so they are compared signed: one instruction on AVX2 and
-  // SSE2, which have no unsigned compare.
-  vu code = select(gt_i32(splat_u32(smallest_normal), a), subnormal, normal);
-  const std::uint32_t largest = commpress::detail::float_to_bits(from_minifloat(F, m.max_code));
-  code = select(gt_i32(a, splat_u32(largest - 1u)), splat_u32(m.max_code), code); // infinities too
-  code = or_u32(code, srl<31u - width>(and_u32(u, splat_u32(0x80000000u))));
-  return select(gt_i32(a, splat_u32(0x7f800000u)), splat_u32(m.nan_code), code);
+  const vu code = select(gt_i32(splat_u32(smallest_normal), a), subnormal, normal);
+  return or_u32(code, srl<31u - width>(and_u32(u, splat_u32(0x80000000u))));
 }
 
 /// The codes to_minifloat(F, x[j] * k[j / simd::lanes]) of `count` elements (a multiple of
