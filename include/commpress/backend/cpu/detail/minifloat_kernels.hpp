@@ -55,7 +55,7 @@ template <minifloat F> COMMPRESS_FORCEINLINE simd::vu to_minifloat_lanes(simd::v
 /// packed as a stream of minifloat_bits(F)-bit codes at out. A scale per vector lets groups
 /// shorter than 64 elements (NVFP4's 16, MX's 32) share one call and one packing.
 template <minifloat F>
-COMMPRESS_FORCEINLINE void minifloat_codes(const float* COMMPRESS_RESTRICT x, std::size_t count,
+COMMPRESS_SIMD_KERNEL void minifloat_codes(const float* COMMPRESS_RESTRICT x, std::size_t count,
                                            const float (&k)[simd::vectors_per_64],
                                            unsigned char* COMMPRESS_RESTRICT out) {
   using namespace simd;

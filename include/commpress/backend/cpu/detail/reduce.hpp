@@ -22,16 +22,6 @@
 #include "commpress/core/dtype.hpp"
 #include "commpress/core/math.hpp"
 
-/// How the two reductions below are declared. With the portable vector layer GCC 12 vectorizes
-/// their loops in a function of their own but not always where they are inlined (inside
-/// quantize's batched encode it left them scalar: bench/README.md), so there they stay out of
-/// line.
-#if defined(COMMPRESS_SIMD_PORTABLE) && (defined(__GNUC__) || defined(__clang__))
-#define COMMPRESS_CPU_REDUCTION __attribute__((noinline)) inline
-#else
-#define COMMPRESS_CPU_REDUCTION inline
-#endif
-
 namespace commpress::cpu::detail {
 
 /// element(i) for each i of [0, n), a block of 256 at a time, each block's lines asked for by
@@ -53,7 +43,7 @@ COMMPRESS_FORCEINLINE void for_each_prefetched(std::size_t n, prefetch_stream pr
 /// per 16 elements. The patterns are below 2^31, so their signed order is their unsigned one:
 /// they are compared signed, which SSE2 does in one instruction (it has no unsigned compare).
 template <element T>
-COMMPRESS_CPU_REDUCTION std::uint32_t
+COMMPRESS_SIMD_REDUCTION std::uint32_t
 max_magnitude_bits(const T* COMMPRESS_RESTRICT x, std::size_t n, prefetch_stream prefetch = {}) {
   using namespace simd;
   vu most = splat_u32(0);
@@ -99,8 +89,9 @@ inline value_range_result range_of_patterns(std::int32_t hi_s, std::int32_t lo_s
 /// records and coders come out the same either way, as they add +0 to lo. Calls prefetch(i)
 /// once per 16 elements.
 template <element T>
-COMMPRESS_CPU_REDUCTION value_range_result value_range(const T* COMMPRESS_RESTRICT x, std::size_t n,
-                                                       prefetch_stream prefetch = {}) {
+COMMPRESS_SIMD_REDUCTION value_range_result value_range(const T* COMMPRESS_RESTRICT x,
+                                                        std::size_t n,
+                                                        prefetch_stream prefetch = {}) {
   std::int32_t hi_s = INT32_MIN, lo_s = INT32_MAX;
   std::uint32_t hi_u = 0, lo_u = 0xffffffffu;
   const auto fold = [&](std::uint32_t u) {

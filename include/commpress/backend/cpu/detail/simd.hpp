@@ -36,6 +36,7 @@
 /// - Philox lanes: splat_u64, splat_halves, lane_index64, add_u64, high_half, mul_low32,
 ///   swap_halves, xor3, store_blocks.
 
+#include "commpress/core/config.hpp"
 #include "commpress/core/cpu_features.hpp"
 
 #if defined(COMMPRESS_SIMD_AVX512)
@@ -44,6 +45,19 @@
 #include "commpress/backend/cpu/detail/simd/avx2.hpp"
 #else
 #include "commpress/backend/cpu/detail/simd/portable.hpp"
+#endif
+
+/// How a function built from the layer's operations is declared: a kernel (COMMPRESS_SIMD_KERNEL)
+/// is always inlined and a reduction (COMMPRESS_SIMD_REDUCTION) may be, but on the portable layer
+/// both stay out of line. GCC 12 vectorizes that layer's lane loops in a function of their own
+/// but not always where they are inlined into a larger one: there it has left some of them
+/// scalar, a lane at a time (bench/README.md).
+#if defined(COMMPRESS_SIMD_PORTABLE)
+#define COMMPRESS_SIMD_KERNEL COMMPRESS_NOINLINE
+#define COMMPRESS_SIMD_REDUCTION COMMPRESS_NOINLINE
+#else
+#define COMMPRESS_SIMD_KERNEL COMMPRESS_FORCEINLINE
+#define COMMPRESS_SIMD_REDUCTION inline
 #endif
 
 namespace commpress::cpu::simd {
