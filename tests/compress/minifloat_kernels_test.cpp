@@ -30,23 +30,26 @@ float from_bits(std::uint32_t u) {
   return f;
 }
 
-/// Bit patterns at and around every rounding boundary of a format with M mantissa bits, for
-/// every f32 exponent, both signs; no NaN.
+/// Bit patterns at and around every rounding boundary of a format with M mantissa bits (every
+/// code of every f32 exponent's binade), both signs, infinities; no NaN. Padded with zeros to a
+/// whole number of vectors.
 std::vector<float> boundary_inputs(unsigned mantissa_bits) {
   const std::uint32_t half = 1u << (22u - mantissa_bits); // half a code's spacing, in f32 ulps
   std::vector<float> x;
   for (std::uint32_t e = 0; e < 256; ++e)
-    for (std::uint32_t step = 0; step < 4; ++step)
+    for (std::uint32_t step = 0; step < (1u << mantissa_bits); ++step)
       for (std::uint32_t delta : {0u, 1u, half - 1u, half, half + 1u, 2 * half - 1u}) {
-        const std::uint32_t mantissa = (step * 2 * half + delta) & 0x7fffffu;
+        const std::uint32_t mantissa = step * 2 * half + delta;
         if (e < 255 || mantissa == 0)
           for (std::uint32_t sign : {0u, 0x80000000u})
             x.push_back(from_bits(sign | (e << 23) | mantissa));
       }
+  x.resize((x.size() + simd::lanes - 1) / simd::lanes * simd::lanes, 0.0f);
   return x;
 }
 
 template <cp::minifloat F> std::size_t mismatches(const std::vector<float>& x) {
+  REQUIRE(x.size() % simd::lanes == 0);
   std::size_t wrong = 0;
   for (std::size_t i = 0; i + simd::lanes <= x.size(); i += simd::lanes) {
     std::uint32_t got[simd::lanes];

@@ -3,10 +3,10 @@
 #pragma once
 
 /// @file
-/// core/minifloat.hpp's conversion from fp32 to E4M3, E5M2 and E2M1 codes on the vector layer:
-/// the same rounding, bit for bit, with the scalar function's branches (subnormal, normal,
-/// saturated, NaN) computed in every lane and selected, so 64 elements convert in a few dozen
-/// vector operations instead of 64 branchy calls.
+/// core/minifloat.hpp's conversion from fp32 to E4M3, E5M2 and E2M1 codes on the vector layer,
+/// for values that are not NaN: the same rounding, bit for bit, with the scalar function's
+/// subnormal and normal branches computed in every lane and selected, and its saturation a
+/// minimum, so 64 elements convert in a few dozen vector operations instead of 64 branchy calls.
 
 #include <cstddef>
 #include <cstdint>
@@ -18,9 +18,10 @@
 
 namespace commpress::cpu::detail {
 
-/// to_minifloat(F, y) in every lane of y, which holds no NaN (an infinity saturates). The
-/// scalar function's branches are computed in every lane and the subnormal one selected; the
-/// normal codes grow with |y|, so saturation is their minimum with the largest code.
+/// to_minifloat(F, y) in every lane of y, which holds no NaN (an infinity saturates; a NaN lane
+/// would give the largest code with its sign, not the NaN code). The scalar function's branches
+/// are computed in every lane and the subnormal one selected; the normal codes grow with |y|, so
+/// saturation is their minimum with the largest code.
 template <minifloat F> COMMPRESS_FORCEINLINE simd::vu to_minifloat_lanes(simd::vf y) {
   using namespace simd;
   constexpr commpress::detail::minifloat_format m = commpress::detail::format_of(F);
@@ -29,17 +30,18 @@ template <minifloat F> COMMPRESS_FORCEINLINE simd::vu to_minifloat_lanes(simd::v
   const vu u = bits(y);
   const vu a = and_u32(u, splat_u32(0x7fffffffu));
   // Normal: the 23-bit mantissa rounded to M bits, ties to even, a carry moving into the
-  // exponent, and the exponent rebased from 127 to the format's bias, in one added constant (a
-  // normal |y| is above the rebasing term, so it borrows nothing from the mantissa). Here and
-  // below, the codes and |y|'s bits are below 2^31 and compared signed: one instruction on AVX2
-  // and SSE2, which have no unsigned compare.
+  // exponent, and the exponent rebased from 127 to the format's bias, in one added constant
+  // (the rounding term less the rebasing term, which wraps below 0): the rebasing term is a
+  // multiple of 2^shift and a normal |y|'s bits exceed it, so subtracting it before the shift is
+  // subtracting it after. Here and below, the codes and |y|'s bits are below 2^31 and compared
+  // signed: one instruction on AVX2 and SSE2, which have no unsigned compare.
   constexpr std::uint32_t rebase_and_round =
       ((1u << (shift - 1u)) - 1u) - (static_cast<std::uint32_t>(127 - m.bias) << 23);
   const vu normal = min_i32(srl<shift>(add_u32(add_u32(a, splat_u32(rebase_and_round)),
                                                and_u32(srl<shift>(a), splat_u32(1)))),
                             splat_u32(m.max_code));
   // Below the smallest normal: |y| rounded to a multiple of the subnormal spacing 2^(1 - B - M),
-  // ties to even, by adding 2^(24 - B - M), whose ulp is that spacing: the sum's bits past the
+  // ties to even, by adding 2^(24 - B - M), whose ulp is that spacing: the sum's bits minus the
   // addend's count the spacings (at most 2^M, the smallest normal's code).
   constexpr std::uint32_t magic =
       static_cast<std::uint32_t>(127 + 24 - m.bias - static_cast<int>(m.mantissa_bits)) << 23;
