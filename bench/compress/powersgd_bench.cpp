@@ -67,6 +67,7 @@ void shapes(benchmark::internal::Benchmark* b) {
       ->Args({1024, 1024, 4})
       ->Args({4096, 1024, 4})
       ->Args({4096, 4096, 8})
+      ->Args({1024, 1024, 32})
       ->Unit(benchmark::kMillisecond);
 }
 

@@ -123,11 +123,10 @@ template <class Check> cp::test::failures run_world(int ranks, Check check) {
 
 TEST_SUITE_BEGIN("collective");
 
-TEST_CASE("powersgd kernels: the products equal the matrices written out, orthogonalize gives "
+TEST_CASE("powersgd kernels: P = M Q equals the matrices written out, orthogonalize gives "
           "orthonormal columns") {
   const std::uint64_t rows = 5, columns = 4, r = 2;
-  std::vector<float> m(rows * columns), q(columns * r), p(rows * r), back(columns * r),
-      out(rows * columns);
+  std::vector<float> m(rows * columns), q(columns * r), p(rows * r);
   for (std::size_t i = 0; i < m.size(); ++i)
     m[i] = static_cast<float>(static_cast<int>(i * 7 % 11) - 5);
   for (std::size_t i = 0; i < q.size(); ++i)
@@ -148,27 +147,113 @@ TEST_CASE("powersgd kernels: the products equal the matrices written out, orthog
         dot += static_cast<double>(p[i * r + a]) * p[i * r + b];
       CHECK(dot == doctest::Approx(a == b ? 1.0 : 0.0).epsilon(1e-6).scale(1.0));
     }
-  kernels::back_project(m.data(), rows, columns, p.data(), r, back.data());
-  kernels::reconstruct(p.data(), rows, back.data(), columns, r, out.data());
-  for (std::uint64_t j = 0; j < columns; ++j)
-    for (std::uint64_t k = 0; k < r; ++k) {
-      float want = 0.0f;
-      for (std::uint64_t i = 0; i < rows; ++i)
-        want += m[i * columns + j] * p[i * r + k];
-      CHECK(back[j * r + k] == doctest::Approx(want).epsilon(1e-5));
-    }
-  for (std::uint64_t i = 0; i < rows; ++i)
-    for (std::uint64_t j = 0; j < columns; ++j) {
-      float want = 0.0f;
-      for (std::uint64_t k = 0; k < r; ++k)
-        want += p[i * r + k] * back[j * r + k];
-      CHECK(out[i * columns + j] == doctest::Approx(want).epsilon(1e-5));
-    }
   // A zero column stays zero (PyTorch would divide 0 by 0).
   std::vector<float> zero(rows * r, 0.0f);
   kernels::orthogonalize(zero.data(), rows, r, 0.0f);
   for (float v : zero)
     CHECK(v == 0.0f);
+}
+
+TEST_CASE("powersgd kernels: M^T P and P Q^T add their products in their documented order, the "
+          "same bits on one thread or several") {
+  // Shapes off every sweep: rows not a multiple of the rows taken together, columns not a
+  // multiple of any vector width, ranks below, at and above one sweep's.
+  const cp::cpu::par_t one{.threads = 1};
+  const cp::cpu::par_t team{.threads = 2, .grain = 64};
+  for (const std::uint64_t rows : {1u, 7u, 33u})
+    for (const std::uint64_t columns : {1u, 37u, 130u})
+      for (const std::uint64_t r : {1u, 3u, 4u, 6u}) {
+        CAPTURE(rows);
+        CAPTURE(columns);
+        CAPTURE(r);
+        std::vector<float> m(rows * columns), p(rows * r), qt(r * columns);
+        for (std::size_t i = 0; i < m.size(); ++i)
+          m[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
+        for (std::size_t i = 0; i < p.size(); ++i)
+          p[i] = std::cos(0.91f * static_cast<float>(i));
+        for (std::size_t i = 0; i < qt.size(); ++i)
+          qt[i] = std::sin(1.3f * static_cast<float>(i) + 0.5f);
+
+        // qt = (M^T P)^T: each element sums over the rows in order.
+        std::vector<float> back(r * columns, -1.0f), back_team(r * columns, -2.0f);
+        kernels::back_project(one, m.data(), rows, columns, p.data(), r, back.data());
+        kernels::back_project(team, m.data(), rows, columns, p.data(), r, back_team.data());
+        std::size_t back_wrong = 0;
+        for (std::uint64_t c = 0; c < r; ++c)
+          for (std::uint64_t j = 0; j < columns; ++j) {
+            float want = 0.0f;
+            for (std::uint64_t i = 0; i < rows; ++i)
+              want += m[i * columns + j] * p[i * r + c];
+            back_wrong += back[c * columns + j] == want ? 0u : 1u;
+          }
+        CHECK(back_wrong == 0);
+        CHECK(back_team == back);
+
+        // out = P Q^T: each element sums over the ranks in order; e = M - out.
+        std::vector<float> e(rows * columns), out(rows * columns), out_team(rows * columns);
+        for (std::size_t i = 0; i < e.size(); ++i)
+          e[i] = 0.25f * static_cast<float>(i % 5);
+        std::vector<float> e_team = e;
+        CHECK(kernels::reconstruct_and_update(one, m.data(), rows, columns, p.data(), qt.data(), r,
+                                              out.data(), e.data()) == 0);
+        CHECK(kernels::reconstruct_and_update(team, m.data(), rows, columns, p.data(), qt.data(), r,
+                                              out_team.data(), e_team.data()) == 0);
+        std::size_t out_wrong = 0, e_wrong = 0;
+        for (std::uint64_t i = 0; i < rows; ++i)
+          for (std::uint64_t j = 0; j < columns; ++j) {
+            float want = p[i * r] * qt[j];
+            for (std::uint64_t c = 1; c < r; ++c)
+              want += p[i * r + c] * qt[c * columns + j];
+            out_wrong += out[i * columns + j] == want ? 0u : 1u;
+            e_wrong += e[i * columns + j] == m[i * columns + j] - want ? 0u : 1u;
+          }
+        CHECK(out_wrong == 0);
+        CHECK(e_wrong == 0);
+        CHECK(out_team == out);
+        CHECK(e_team == e);
+      }
+}
+
+TEST_CASE("powersgd kernels: M = g + e screens g, and the error keeps its value where the new "
+          "one is not finite") {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::uint64_t rows = 3, columns = 21;
+  std::vector<float> g(rows * columns), e(rows * columns), m(rows * columns);
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    g[i] = static_cast<float>(i) - 30.0f;
+    e[i] = 0.5f;
+  }
+  g[4] = nan;
+  g[40] = -inf;
+  const cp::cpu::par_t team{.threads = 2, .grain = 16};
+  SUBCASE("zero_and_count") {
+    CHECK(kernels::form(team, g.data(), e.data(), cp::nonfinite_policy::zero_and_count, rows,
+                        columns, m.data()) == 2);
+    for (std::size_t i = 0; i < g.size(); ++i)
+      CHECK(m[i] == (i == 4 || i == 40 ? 0.5f : g[i] + 0.5f));
+  }
+  SUBCASE("propagate, and no error while warming up") {
+    CHECK(kernels::form(team, g.data(), nullptr, cp::nonfinite_policy::propagate, rows, columns,
+                        m.data()) == 2);
+    CHECK(std::isnan(m[4]));
+    CHECK(m[40] == -inf);
+    for (std::size_t i = 0; i < g.size(); ++i)
+      if (i != 4 && i != 40)
+        CHECK(m[i] == g[i]);
+  }
+  SUBCASE("a NaN or Inf in M keeps the old error") {
+    kernels::form(team, g.data(), e.data(), cp::nonfinite_policy::propagate, rows, columns,
+                  m.data());
+    const std::vector<float> p = {1.0f, 0.0f, 2.0f};
+    const std::vector<float> qt(columns, 1.0f);
+    std::vector<float> out(rows * columns);
+    const std::vector<float> e_before = e;
+    CHECK(kernels::reconstruct_and_update(team, m.data(), rows, columns, p.data(), qt.data(), 1,
+                                          out.data(), e.data()) == 2);
+    for (std::size_t i = 0; i < g.size(); ++i)
+      CHECK(e[i] == (i == 4 || i == 40 ? e_before[i] : m[i] - p[i / columns]));
+  }
 }
 
 TEST_CASE("powersgd: a rank-r matrix is reconstructed exactly, and the first step leaves e = M - "

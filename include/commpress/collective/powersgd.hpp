@@ -73,11 +73,12 @@ public:
     return 2 * (n - 1) * 4 * message_floats(step) / n;
   }
   [[nodiscard]] powersgd_state make_state() const { return {rows_, columns_, rank()}; }
-  /// Bytes of the workspace a round needs: M (rows x columns floats) and P (rows x r floats).
+  /// Bytes of the workspace a round needs: M (rows x columns floats), P (rows x r) and Q^T
+  /// (r x columns).
   [[nodiscard]] std::uint64_t workspace_bytes() const { return carve({}).used; }
 
   struct regions {
-    std::span<float> m, p;
+    std::span<float> m, p, qt;
     std::uint64_t used = 0;
   };
   [[nodiscard]] regions carve(std::span<std::byte> ws) const {
@@ -85,6 +86,7 @@ public:
     regions r;
     r.m = c.take_floats(size());
     r.p = c.take_floats(rows_ * rank());
+    r.qt = c.take_floats(columns_ * rank());
     r.used = c.used();
     return r;
   }
@@ -125,13 +127,10 @@ public:
   /// Phase 1: M = g + e (g alone while warming up) and P = M Q. Returns P (rows x r), or M while
   /// warming up, for the caller to sum across ranks in place.
   std::span<float> project() {
-    const std::uint64_t n = plan_.size();
     const bool warm = plan_.warming_up(ctx_.step);
-    const std::span<const float> e = state_.residual();
-    for (std::uint64_t i = 0; i < n; ++i) {
-      const float g = detail::screen(in_[i], ctx_.on_nonfinite, nonfinite_);
-      ws_.m[i] = warm ? g : g + e[i];
-    }
+    nonfinite_ +=
+        cpu::powersgd_kernels::form(cpu::par, in_.data(), warm ? nullptr : state_.residual().data(),
+                                    ctx_.on_nonfinite, plan_.rows(), plan_.columns(), ws_.m.data());
     if (warm)
       return ws_.m;
     if (!plan_.config().warm_start || !state_.has_q())
@@ -148,8 +147,10 @@ public:
       return {};
     cpu::powersgd_kernels::orthogonalize(ws_.p.data(), plan_.rows(), plan_.rank(),
                                          plan_.config().orthogonalization_epsilon);
-    cpu::powersgd_kernels::back_project(ws_.m.data(), plan_.rows(), plan_.columns(), ws_.p.data(),
-                                        plan_.rank(), state_.q().data());
+    cpu::powersgd_kernels::back_project(cpu::par, ws_.m.data(), plan_.rows(), plan_.columns(),
+                                        ws_.p.data(), plan_.rank(), ws_.qt.data());
+    cpu::powersgd_kernels::transpose(ws_.qt.data(), plan_.rank(), plan_.columns(),
+                                     state_.q().data());
     return state_.q();
   }
 
@@ -170,12 +171,11 @@ public:
     }
     detail::scale_in_place(state_.q(), w);
     state_.set_has_q(true);
-    cpu::powersgd_kernels::reconstruct(ws_.p.data(), plan_.rows(), state_.q().data(),
-                                       plan_.columns(), plan_.rank(), out.data());
-    const std::span<float> e = state_.residual();
-    const detail::error_update rule{};
-    for (std::uint64_t i = 0; i < plan_.size(); ++i)
-      result.held += rule(ws_.m[i] - out[i], e[i]) ? 1u : 0u;
+    cpu::powersgd_kernels::transpose(state_.q().data(), plan_.columns(), plan_.rank(),
+                                     ws_.qt.data());
+    result.held = cpu::powersgd_kernels::reconstruct_and_update(
+        cpu::par, ws_.m.data(), plan_.rows(), plan_.columns(), ws_.p.data(), ws_.qt.data(),
+        plan_.rank(), out.data(), state_.residual().data());
     return result;
   }
 

@@ -3,13 +3,24 @@
 #pragma once
 
 /// @file
-/// The CPU kernels of PowerSGD (compress/powersgd.hpp): its three matrix products on Eigen, the
-/// Gram-Schmidt orthogonalisation and the start matrix Q. Every matrix is a row-major float
-/// array: M is rows x columns, P is rows x r, Q is columns x r. Needs Eigen 3 (link
-/// commpress::eigen).
+/// The CPU kernels of PowerSGD (compress/powersgd.hpp): M = g + e, its three matrix products,
+/// the Gram-Schmidt orthogonalisation and the start matrix Q. Every matrix is a row-major float
+/// array: M is rows x columns, P is rows x r, Q is columns x r and qt = Q^T is r x columns.
+///
+/// P = M Q is Eigen's product: each element of P is a dot product, which the vector layer's
+/// portable form computed with its sums in memory, slower than Eigen at default flags
+/// (bench/README.md). Q = M^T P and out = P Q^T are loops of their own, for the small ranks
+/// PowerSGD runs at: the first streams M once, and the second writes out and the new error e
+/// in one pass, a row at a time. Each of their elements adds its products in one fixed order
+/// (over the rows, over the ranks), so any vector width and any split among threads gives the
+/// same bits.
+/// Needs Eigen 3 (link commpress::eigen).
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 
 // GCC 12 reports false -W(maybe-)uninitialized warnings inside Eigen's AVX-512 product kernels
 // (at -march=native, worst with sanitizers); the pragmas keep them out of users' -Werror builds
@@ -21,6 +32,11 @@
 #endif
 #include <Eigen/Core>
 
+#include "commpress/backend/cpu/detail/parallel.hpp"
+#include "commpress/backend/cpu/policy.hpp"
+#include "commpress/core/context.hpp"
+#include "commpress/core/error_update.hpp"
+#include "commpress/core/math.hpp"
 #include "commpress/core/rng.hpp"
 
 namespace commpress::cpu::powersgd_kernels {
@@ -40,18 +56,169 @@ inline void project(const float* m, std::uint64_t rows, std::uint64_t columns, c
       const_view(m, index(rows), index(columns)) * const_view(q, index(columns), index(r));
 }
 
-/// Q = M^T P.
-inline void back_project(const float* m, std::uint64_t rows, std::uint64_t columns, const float* p,
-                         std::uint64_t r, float* q) {
-  view(q, index(columns), index(r)).noalias() =
-      const_view(m, index(rows), index(columns)).transpose() * const_view(p, index(rows), index(r));
+/// m = screen(g) + e, or m = screen(g) where e is null, for elements [first, last); returns
+/// g's NaN/Inf count there (core/context.hpp's screen, as one loop the compiler vectorizes).
+inline std::size_t form_range(const float* COMMPRESS_RESTRICT g, const float* COMMPRESS_RESTRICT e,
+                              nonfinite_policy policy, std::uint64_t first, std::uint64_t last,
+                              float* COMMPRESS_RESTRICT m) {
+  const bool zero = policy == nonfinite_policy::zero_and_count;
+  std::uint32_t bad = 0;
+  for (std::uint64_t i = first; i < last; ++i) {
+    const bool nonfinite = !commpress::detail::is_finite(g[i]);
+    bad += nonfinite ? 1u : 0u;
+    const float x = zero && nonfinite ? 0.0f : g[i];
+    m[i] = e == nullptr ? x : x + e[i];
+  }
+  return bad;
 }
 
-/// out = P Q^T (rows x columns).
-inline void reconstruct(const float* p, std::uint64_t rows, const float* q, std::uint64_t columns,
-                        std::uint64_t r, float* out) {
-  view(out, index(rows), index(columns)).noalias() =
-      const_view(p, index(rows), index(r)) * const_view(q, index(columns), index(r)).transpose();
+/// What one sweep over M takes together: up to ranks_per_sweep ranks (their loop unrolled by
+/// with_ranks) and, in back_project, rows_per_sweep rows of M, whose products each element of
+/// qt adds in one load and store.
+inline constexpr std::size_t ranks_per_sweep = 4;
+inline constexpr std::size_t rows_per_sweep = 4;
+
+/// fn.template operator()<R>() for R = n, 1 <= n <= ranks_per_sweep.
+template <class Fn> COMMPRESS_FORCEINLINE void with_ranks(std::uint64_t n, Fn&& fn) {
+  [&]<std::size_t... R>(std::index_sequence<R...>) {
+    (void)((n == R + 1 ? (fn.template operator()<R + 1>(), true) : false) || ...);
+  }
+  (std::make_index_sequence<ranks_per_sweep>{});
+}
+
+/// t (columns x rows) = a^T for a row-major rows x columns a.
+inline void transpose(const float* a, std::uint64_t rows, std::uint64_t columns, float* t) {
+  for (std::uint64_t i = 0; i < rows; ++i)
+    for (std::uint64_t j = 0; j < columns; ++j)
+      t[j * rows + i] = a[i * columns + j];
+}
+
+/// Adds the products of K rows of M (from mi, columns apart) and their P values (from pi, r
+/// apart) to columns [first, last) of the R rows of qt from qt_c, one row after the other.
+template <std::size_t K, std::size_t R>
+COMMPRESS_FORCEINLINE void back_project_sweep(const float* COMMPRESS_RESTRICT mi,
+                                              std::uint64_t columns, const float* pi,
+                                              std::uint64_t r, std::uint64_t first,
+                                              std::uint64_t last, float* COMMPRESS_RESTRICT qt_c) {
+  for (std::size_t c = 0; c < R; ++c) {
+    float w[K];
+    for (std::size_t k = 0; k < K; ++k)
+      w[k] = pi[k * r + c];
+    float* COMMPRESS_RESTRICT t = qt_c + c * columns;
+    for (std::uint64_t j = first; j < last; ++j) {
+      float a = t[j];
+      for (std::size_t k = 0; k < K; ++k)
+        a += mi[k * columns + j] * w[k];
+      t[j] = a;
+    }
+  }
+}
+
+/// Columns [first, last) of qt = (M^T P)^T = P^T M (r x columns, M rows x columns): each element
+/// the sum of its products over the rows in order, so that its rounding depends on nothing else
+/// (not the vector width, not the columns' split among threads).
+inline void back_project_columns(const float* m, std::uint64_t rows, std::uint64_t columns,
+                                 const float* p, std::uint64_t r, std::uint64_t first,
+                                 std::uint64_t last, float* qt) {
+  for (std::uint64_t c = 0; c < r; ++c)
+    std::fill(qt + c * columns + first, qt + c * columns + last, 0.0f);
+  for (std::uint64_t i = 0; i < rows; i += rows_per_sweep)
+    for (std::uint64_t c0 = 0; c0 < r; c0 += ranks_per_sweep)
+      with_ranks(std::min<std::uint64_t>(ranks_per_sweep, r - c0), [&]<std::size_t R>() {
+        float* qt_c = qt + c0 * columns;
+        if (rows - i >= rows_per_sweep)
+          back_project_sweep<rows_per_sweep, R>(m + i * columns, columns, p + i * r + c0, r, first,
+                                                last, qt_c);
+        else
+          for (std::uint64_t k = i; k < rows; ++k)
+            back_project_sweep<1, R>(m + k * columns, columns, p + k * r + c0, r, first, last,
+                                     qt_c);
+      });
+}
+
+/// Rows [first, last) of out = P Q^T (qt = Q^T, r x columns) and of the error e = M - out where
+/// that is finite (else e is kept; returns how many were kept). Each element of out adds its r
+/// products in order; each row is finished while it is in the cache.
+inline std::size_t reconstruct_and_update_rows(const float* m, std::uint64_t first,
+                                               std::uint64_t last, std::uint64_t columns,
+                                               const float* p, const float* qt, std::uint64_t r,
+                                               float* out, float* e) {
+  std::size_t held = 0;
+  for (std::uint64_t i = first; i < last; ++i) {
+    const std::uint64_t at = i * columns;
+    float* COMMPRESS_RESTRICT o = out + at;
+    for (std::uint64_t c0 = 0; c0 < r; c0 += ranks_per_sweep)
+      with_ranks(std::min<std::uint64_t>(ranks_per_sweep, r - c0), [&]<std::size_t R>() {
+        const float* pi = p + i * r + c0;
+        const float* COMMPRESS_RESTRICT qt_c = qt + c0 * columns;
+        for (std::uint64_t j = 0; j < columns; ++j) {
+          float v = c0 == 0 ? pi[0] * qt_c[j] : o[j] + pi[0] * qt_c[j];
+          for (std::size_t c = 1; c < R; ++c)
+            v += pi[c] * qt_c[c * columns + j];
+          o[j] = v;
+        }
+      });
+    const commpress::detail::error_update rule{};
+    std::uint32_t kept = 0;
+    for (std::uint64_t j = 0; j < columns; ++j)
+      kept += rule(m[at + j] - o[j], e[at + j]) ? 1u : 0u;
+    held += kept;
+  }
+  return held;
+}
+
+/// Elements of M per range of rows that the row passes share among the threads, where the team's
+/// grain is 0: a sixteenth of cpu::par's, as each element costs r products and not one
+/// operation, so that a matrix of 1 Mi elements is split too.
+inline constexpr std::uint64_t default_range_elements = std::uint64_t{1} << 16;
+/// Floats of qt that a band of back_project's columns keeps in the L1 cache.
+inline constexpr std::uint64_t band_floats = 4096;
+
+/// Rows per range of a row pass over a matrix of `columns` columns, on team.
+inline std::uint64_t rows_per_range(const par_t& team, std::uint64_t columns) {
+  const std::uint64_t elements = team.grain == 0 ? default_range_elements : team.grain;
+  return std::max<std::uint64_t>(1, elements / std::max<std::uint64_t>(columns, 1));
+}
+
+/// M = screen(g) + e (e null: M = screen(g)), rows x columns, on team's threads; returns g's
+/// NaN/Inf count.
+inline std::size_t form(const par_t& team, const float* g, const float* e, nonfinite_policy policy,
+                        std::uint64_t rows, std::uint64_t columns, float* m) {
+  return cpu::detail::parallel_sum(
+      team, rows, rows_per_range(team, columns), [&](std::uint64_t first, std::uint64_t last) {
+        return form_range(g, e, policy, first * columns, last * columns, m);
+      });
+}
+
+/// qt = (M^T P)^T, on team's threads, each taking bands of columns: about one band per thread,
+/// no wider than keeps its part of qt in the L1 cache.
+inline void back_project(const par_t& team, const float* m, std::uint64_t rows,
+                         std::uint64_t columns, const float* p, std::uint64_t r, float* qt) {
+  if (r == 0 || columns == 0)
+    return;
+  std::uint64_t threads = team.threads;
+#if defined(_OPENMP)
+  if (threads == 0)
+    threads = static_cast<std::uint64_t>(omp_get_max_threads());
+#endif
+  threads = std::max<std::uint64_t>(threads, 1);
+  const std::uint64_t widest = std::max<std::uint64_t>(64, band_floats / r);
+  const std::uint64_t share = ((columns + threads - 1) / threads + 15) / 16 * 16;
+  cpu::detail::parallel_for(team, columns, std::min(widest, share),
+                            [&](std::uint64_t first, std::uint64_t last) {
+                              back_project_columns(m, rows, columns, p, r, first, last, qt);
+                            });
+}
+
+/// out = P Q^T (qt = Q^T) and e = M - out where finite, on team's threads, each taking ranges of
+/// rows; returns how many elements kept their error.
+inline std::size_t reconstruct_and_update(const par_t& team, const float* m, std::uint64_t rows,
+                                          std::uint64_t columns, const float* p, const float* qt,
+                                          std::uint64_t r, float* out, float* e) {
+  return cpu::detail::parallel_sum(
+      team, rows, rows_per_range(team, columns), [&](std::uint64_t first, std::uint64_t last) {
+        return reconstruct_and_update_rows(m, first, last, columns, p, qt, r, out, e);
+      });
 }
 
 /// Modified Gram-Schmidt on the r columns of P, in place, as PyTorch's PowerSGD hook does it:
