@@ -190,7 +190,8 @@ TEST_CASE("powersgd kernels: M^T P and P Q^T add their products in their documen
         CHECK(back_team == back);
 
         // out = P Q^T: each element sums over the ranks in order; e = M - out.
-        std::vector<float> e(rows * columns), out(rows * columns), out_team(rows * columns);
+        std::vector<float> e(rows * columns), out(rows * columns, -1.0f),
+            out_team(rows * columns, -2.0f);
         for (std::size_t i = 0; i < e.size(); ++i)
           e[i] = 0.25f * static_cast<float>(i % 5);
         std::vector<float> e_team = e;
@@ -225,34 +226,51 @@ TEST_CASE("powersgd kernels: M = g + e screens g, and the error keeps its value 
     e[i] = 0.5f;
   }
   g[4] = nan;
+  g[9] = -0.0f;
   g[40] = -inf;
-  const cp::cpu::par_t team{.threads = 2, .grain = 16};
+  g[41] = inf;
+  const auto bad = [](std::size_t i) { return i == 4 || i == 40 || i == 41; };
+  // One range per row, and one range for the whole matrix.
+  const cp::cpu::par_t teams[] = {{.threads = 2, .grain = 16}, {.threads = 1, .grain = 1024}};
   SUBCASE("zero_and_count") {
-    CHECK(kernels::form(team, g.data(), e.data(), cp::nonfinite_policy::zero_and_count, rows,
-                        columns, m.data()) == 2);
-    for (std::size_t i = 0; i < g.size(); ++i)
-      CHECK(m[i] == (i == 4 || i == 40 ? 0.5f : g[i] + 0.5f));
+    for (const cp::cpu::par_t& team : teams) {
+      CHECK(kernels::form(team, g.data(), e.data(), cp::nonfinite_policy::zero_and_count, rows,
+                          columns, m.data()) == 3);
+      for (std::size_t i = 0; i < g.size(); ++i)
+        CHECK(m[i] == (bad(i) ? 0.5f : g[i] + 0.5f));
+    }
   }
-  SUBCASE("propagate, and no error while warming up") {
-    CHECK(kernels::form(team, g.data(), nullptr, cp::nonfinite_policy::propagate, rows, columns,
-                        m.data()) == 2);
-    CHECK(std::isnan(m[4]));
-    CHECK(m[40] == -inf);
-    for (std::size_t i = 0; i < g.size(); ++i)
-      if (i != 4 && i != 40)
-        CHECK(m[i] == g[i]);
+  SUBCASE("propagate, and no error while warming up: M is g, bit for bit") {
+    for (const cp::cpu::par_t& team : teams) {
+      CHECK(kernels::form(team, g.data(), nullptr, cp::nonfinite_policy::propagate, rows, columns,
+                          m.data()) == 3);
+      CHECK(std::isnan(m[4]));
+      CHECK(std::signbit(m[9]));
+      for (std::size_t i = 0; i < g.size(); ++i)
+        if (i != 4)
+          CHECK(m[i] == g[i]);
+    }
   }
-  SUBCASE("a NaN or Inf in M keeps the old error") {
-    kernels::form(team, g.data(), e.data(), cp::nonfinite_policy::propagate, rows, columns,
-                  m.data());
-    const std::vector<float> p = {1.0f, 0.0f, 2.0f};
-    const std::vector<float> qt(columns, 1.0f);
-    std::vector<float> out(rows * columns);
-    const std::vector<float> e_before = e;
-    CHECK(kernels::reconstruct_and_update(team, m.data(), rows, columns, p.data(), qt.data(), 1,
-                                          out.data(), e.data()) == 2);
-    for (std::size_t i = 0; i < g.size(); ++i)
-      CHECK(e[i] == (i == 4 || i == 40 ? e_before[i] : m[i] - p[i / columns]));
+  SUBCASE("a NaN or Inf in M keeps the old error, counted") {
+    for (const cp::cpu::par_t& team : teams) {
+      kernels::form(team, g.data(), e.data(), cp::nonfinite_policy::propagate, rows, columns,
+                    m.data());
+      const std::vector<float> p = {1.0f, 0.0f, 2.0f};
+      const std::vector<float> qt(columns, 1.0f);
+      std::vector<float> out(rows * columns), err = e;
+      CHECK(kernels::reconstruct_and_update(team, m.data(), rows, columns, p.data(), qt.data(), 1,
+                                            out.data(), err.data()) == 3);
+      for (std::size_t i = 0; i < g.size(); ++i)
+        CHECK(err[i] == (bad(i) ? e[i] : m[i] - p[i / columns]));
+    }
+  }
+  SUBCASE("rank 0: out is 0 and the error is M") {
+    const std::vector<float> mm = {1.0f, -2.0f, 3.0f};
+    std::vector<float> out(3, 7.0f), err(3, 9.0f);
+    CHECK(kernels::reconstruct_and_update(cp::cpu::par_t{}, mm.data(), 1, 3, nullptr, nullptr, 0,
+                                          out.data(), err.data()) == 0);
+    CHECK(out == std::vector<float>(3, 0.0f));
+    CHECK(err == mm);
   }
 }
 
@@ -383,7 +401,7 @@ TEST_CASE("powersgd: non-finite inputs") {
     const auto res = step_once(plan, st, g, out);
     CHECK(res.nonfinite == 1);
     CHECK(std::isnan(out[7]));
-    CHECK(res.held > 0);
+    CHECK(res.held == rows * columns); // the NaN reaches P's every column, so every element
     for (float e : st.residual())
       REQUIRE(std::isfinite(e));
   }

@@ -102,7 +102,8 @@ private:
 /// runs the phases in the same order with the same plan and context; the spans project() and
 /// back_project() return are summed across ranks in place (a plain float all-reduce, sum)
 /// before the next phase. While warming up (context step < start_iter) project() returns the
-/// gradient itself, back_project() an empty span, and finish() writes the mean (or sum).
+/// gradient itself, back_project() an empty span, and finish() writes the mean (or sum). The
+/// passes over the rows x columns matrices run on cpu::par's OpenMP threads.
 class powersgd_round {
 public:
   /// @throws commpress::error on a size mismatch, a small or misaligned workspace, or (under

@@ -7,13 +7,12 @@
 /// the Gram-Schmidt orthogonalisation and the start matrix Q. Every matrix is a row-major float
 /// array: M is rows x columns, P is rows x r, Q is columns x r and qt = Q^T is r x columns.
 ///
-/// P = M Q is Eigen's product: each element of P is a dot product, which the vector layer's
-/// portable form computed with its sums in memory, slower than Eigen at default flags
-/// (bench/README.md). Q = M^T P and out = P Q^T are loops of their own, for the small ranks
-/// PowerSGD runs at: the first streams M once, and the second writes out and the new error e
-/// in one pass, a row at a time. Each of their elements adds its products in one fixed order
-/// (over the rows, over the ranks), so any vector width and any split among threads gives the
-/// same bits.
+/// P = M Q stays on Eigen (bench/README.md, PowerSGD's "Tried and not kept"). Q = M^T P and
+/// out = P Q^T are loops of their own, for the small ranks PowerSGD runs at: the first streams
+/// M once, and the second writes out and the new error e in one pass, a row at a time. Each of
+/// their elements adds its products in one fixed order (down the rows of M; over the rank-one
+/// terms P_c Q_c^T, c < r), so that, with the library's -ffp-contract=off, any vector width and
+/// any split among threads gives the same bits.
 /// Needs Eigen 3 (link commpress::eigen).
 
 #include <algorithm>
@@ -58,11 +57,12 @@ inline void project(const float* m, std::uint64_t rows, std::uint64_t columns, c
 
 /// m = screen(g) + e, or m = screen(g) where e is null, for elements [first, last); returns
 /// g's NaN/Inf count there (core/context.hpp's screen, as one loop the compiler vectorizes).
+/// m overlaps neither g nor e.
 inline std::size_t form_range(const float* COMMPRESS_RESTRICT g, const float* COMMPRESS_RESTRICT e,
                               nonfinite_policy policy, std::uint64_t first, std::uint64_t last,
                               float* COMMPRESS_RESTRICT m) {
   const bool zero = policy == nonfinite_policy::zero_and_count;
-  std::uint32_t bad = 0;
+  std::size_t bad = 0;
   for (std::uint64_t i = first; i < last; ++i) {
     const bool nonfinite = !commpress::detail::is_finite(g[i]);
     bad += nonfinite ? 1u : 0u;
@@ -72,18 +72,18 @@ inline std::size_t form_range(const float* COMMPRESS_RESTRICT g, const float* CO
   return bad;
 }
 
-/// What one sweep over M takes together: up to ranks_per_sweep ranks (their loop unrolled by
-/// with_ranks) and, in back_project, rows_per_sweep rows of M, whose products each element of
-/// qt adds in one load and store.
-inline constexpr std::size_t ranks_per_sweep = 4;
+/// What one sweep over M takes together: up to terms_per_sweep of the r terms c (columns of P
+/// and of Q; their loop unrolled by with_terms) and, in back_project, rows_per_sweep rows of M,
+/// whose products each element of qt adds between one load and one store.
+inline constexpr std::size_t terms_per_sweep = 4;
 inline constexpr std::size_t rows_per_sweep = 4;
 
-/// fn.template operator()<R>() for R = n, 1 <= n <= ranks_per_sweep.
-template <class Fn> COMMPRESS_FORCEINLINE void with_ranks(std::uint64_t n, Fn&& fn) {
+/// fn.template operator()<R>() for R = n, 1 <= n <= terms_per_sweep.
+template <class Fn> COMMPRESS_FORCEINLINE void with_terms(std::uint64_t n, Fn&& fn) {
   [&]<std::size_t... R>(std::index_sequence<R...>) {
     (void)((n == R + 1 ? (fn.template operator()<R + 1>(), true) : false) || ...);
   }
-  (std::make_index_sequence<ranks_per_sweep>{});
+  (std::make_index_sequence<terms_per_sweep>{});
 }
 
 /// t (columns x rows) = a^T for a row-major rows x columns a.
@@ -123,8 +123,8 @@ inline void back_project_columns(const float* m, std::uint64_t rows, std::uint64
   for (std::uint64_t c = 0; c < r; ++c)
     std::fill(qt + c * columns + first, qt + c * columns + last, 0.0f);
   for (std::uint64_t i = 0; i < rows; i += rows_per_sweep)
-    for (std::uint64_t c0 = 0; c0 < r; c0 += ranks_per_sweep)
-      with_ranks(std::min<std::uint64_t>(ranks_per_sweep, r - c0), [&]<std::size_t R>() {
+    for (std::uint64_t c0 = 0; c0 < r; c0 += terms_per_sweep)
+      with_terms(std::min<std::uint64_t>(terms_per_sweep, r - c0), [&]<std::size_t R>() {
         float* qt_c = qt + c0 * columns;
         if (rows - i >= rows_per_sweep)
           back_project_sweep<rows_per_sweep, R>(m + i * columns, columns, p + i * r + c0, r, first,
@@ -136,48 +136,71 @@ inline void back_project_columns(const float* m, std::uint64_t rows, std::uint64
       });
 }
 
-/// Rows [first, last) of out = P Q^T (qt = Q^T, r x columns) and of the error e = M - out where
-/// that is finite (else e is kept; returns how many were kept). Each element of out adds its r
-/// products in order; each row is finished while it is in the cache.
+/// Adds the R terms of one row of out = P Q^T from term c0 on (pi: their P values, qt_c: their
+/// rows of qt, columns apart) to o, or writes them where c0 is 0.
+template <std::size_t R>
+COMMPRESS_FORCEINLINE void reconstruct_sweep(const float* pi, const float* COMMPRESS_RESTRICT qt_c,
+                                             std::uint64_t columns, std::uint64_t c0,
+                                             float* COMMPRESS_RESTRICT o) {
+  for (std::uint64_t j = 0; j < columns; ++j) {
+    float v = c0 == 0 ? pi[0] * qt_c[j] : o[j] + pi[0] * qt_c[j];
+    for (std::size_t c = 1; c < R; ++c)
+      v += pi[c] * qt_c[c * columns + j];
+    o[j] = v;
+  }
+}
+
+/// e = m - o over one row where that is finite (core/error_update.hpp); returns how many
+/// elements kept their error.
+COMMPRESS_FORCEINLINE std::size_t update_error_row(const float* COMMPRESS_RESTRICT m,
+                                                   const float* COMMPRESS_RESTRICT o,
+                                                   std::uint64_t columns,
+                                                   float* COMMPRESS_RESTRICT e) {
+  const commpress::detail::error_update rule{};
+  std::size_t kept = 0;
+  for (std::uint64_t j = 0; j < columns; ++j)
+    kept += rule(m[j] - o[j], e[j]) ? 1u : 0u;
+  return kept;
+}
+
+/// Rows [first, last) of out = P Q^T (qt = Q^T, r x columns; 0 for r = 0) and of the error
+/// e = M - out where that is finite (else e is kept; returns how many were kept). Each element
+/// of out adds its r products in order; each row is finished while it is in the cache. out
+/// overlaps none of m, p, qt and e.
 inline std::size_t reconstruct_and_update_rows(const float* m, std::uint64_t first,
                                                std::uint64_t last, std::uint64_t columns,
                                                const float* p, const float* qt, std::uint64_t r,
                                                float* out, float* e) {
   std::size_t held = 0;
   for (std::uint64_t i = first; i < last; ++i) {
-    const std::uint64_t at = i * columns;
-    float* COMMPRESS_RESTRICT o = out + at;
-    for (std::uint64_t c0 = 0; c0 < r; c0 += ranks_per_sweep)
-      with_ranks(std::min<std::uint64_t>(ranks_per_sweep, r - c0), [&]<std::size_t R>() {
-        const float* pi = p + i * r + c0;
-        const float* COMMPRESS_RESTRICT qt_c = qt + c0 * columns;
-        for (std::uint64_t j = 0; j < columns; ++j) {
-          float v = c0 == 0 ? pi[0] * qt_c[j] : o[j] + pi[0] * qt_c[j];
-          for (std::size_t c = 1; c < R; ++c)
-            v += pi[c] * qt_c[c * columns + j];
-          o[j] = v;
-        }
+    float* o = out + i * columns;
+    if (r == 0)
+      std::fill(o, o + columns, 0.0f);
+    for (std::uint64_t c0 = 0; c0 < r; c0 += terms_per_sweep)
+      with_terms(std::min<std::uint64_t>(terms_per_sweep, r - c0), [&]<std::size_t R>() {
+        reconstruct_sweep<R>(p + i * r + c0, qt + c0 * columns, columns, c0, o);
       });
-    const commpress::detail::error_update rule{};
-    std::uint32_t kept = 0;
-    for (std::uint64_t j = 0; j < columns; ++j)
-      kept += rule(m[at + j] - o[j], e[at + j]) ? 1u : 0u;
-    held += kept;
+    held += update_error_row(m + i * columns, o, columns, e + i * columns);
   }
   return held;
 }
 
-/// Elements of M per range of rows that the row passes share among the threads, where the team's
-/// grain is 0: a sixteenth of cpu::par's, as each element costs r products and not one
-/// operation, so that a matrix of 1 Mi elements is split too.
+/// Elements of M per range of the passes that share M among the threads, where the team's
+/// grain is 0: a sixteenth of
+/// cpu::par's, as each element costs r products rather than one operation, so that a matrix of
+/// 1 Mi elements is split too. form shares it, for one rule over the round's passes.
 inline constexpr std::uint64_t default_range_elements = std::uint64_t{1} << 16;
-/// Floats of qt that a band of back_project's columns keeps in the L1 cache.
+/// Floats of qt that a band of back_project's columns keeps in the L1 cache (for r <= 64).
 inline constexpr std::uint64_t band_floats = 4096;
+
+/// Elements of M per range of a pass on team: its grain, or default_range_elements.
+inline std::uint64_t range_elements(const par_t& team) {
+  return team.grain == 0 ? default_range_elements : team.grain;
+}
 
 /// Rows per range of a row pass over a matrix of `columns` columns, on team.
 inline std::uint64_t rows_per_range(const par_t& team, std::uint64_t columns) {
-  const std::uint64_t elements = team.grain == 0 ? default_range_elements : team.grain;
-  return std::max<std::uint64_t>(1, elements / std::max<std::uint64_t>(columns, 1));
+  return std::max<std::uint64_t>(1, range_elements(team) / std::max<std::uint64_t>(columns, 1));
 }
 
 /// M = screen(g) + e (e null: M = screen(g)), rows x columns, on team's threads; returns g's
@@ -191,7 +214,9 @@ inline std::size_t form(const par_t& team, const float* g, const float* e, nonfi
 }
 
 /// qt = (M^T P)^T, on team's threads, each taking bands of columns: about one band per thread,
-/// no wider than keeps its part of qt in the L1 cache.
+/// each spanning at least range_elements(team) of M (so a small matrix stays on one thread)
+/// and no wider than keeps its part of qt in the L1 cache. The result does not depend on the
+/// bands.
 inline void back_project(const par_t& team, const float* m, std::uint64_t rows,
                          std::uint64_t columns, const float* p, std::uint64_t r, float* qt) {
   if (r == 0 || columns == 0)
@@ -202,12 +227,14 @@ inline void back_project(const par_t& team, const float* m, std::uint64_t rows,
     threads = static_cast<std::uint64_t>(omp_get_max_threads());
 #endif
   threads = std::max<std::uint64_t>(threads, 1);
+  const auto round_up = [](std::uint64_t v) { return (v + 15) / 16 * 16; };
   const std::uint64_t widest = std::max<std::uint64_t>(64, band_floats / r);
-  const std::uint64_t share = ((columns + threads - 1) / threads + 15) / 16 * 16;
-  cpu::detail::parallel_for(team, columns, std::min(widest, share),
-                            [&](std::uint64_t first, std::uint64_t last) {
-                              back_project_columns(m, rows, columns, p, r, first, last, qt);
-                            });
+  const std::uint64_t narrowest = round_up(range_elements(team) / std::max<std::uint64_t>(rows, 1));
+  const std::uint64_t band =
+      std::max(narrowest, std::min(widest, round_up((columns + threads - 1) / threads)));
+  cpu::detail::parallel_for(team, columns, band, [&](std::uint64_t first, std::uint64_t last) {
+    back_project_columns(m, rows, columns, p, r, first, last, qt);
+  });
 }
 
 /// out = P Q^T (qt = Q^T) and e = M - out where finite, on team's threads, each taking ranges of
