@@ -189,7 +189,7 @@ TEST_CASE("powersgd kernels: M^T P and P Q^T add their products in their documen
         CHECK(back_wrong == 0);
         CHECK(back_team == back);
 
-        // out = P Q^T: each element sums over the ranks in order; e = M - out.
+        // out = P Q^T: each element sums over the terms c < r in order; e = M - out.
         std::vector<float> e(rows * columns), out(rows * columns, -1.0f),
             out_team(rows * columns, -2.0f);
         for (std::size_t i = 0; i < e.size(); ++i)
@@ -401,7 +401,8 @@ TEST_CASE("powersgd: non-finite inputs") {
     const auto res = step_once(plan, st, g, out);
     CHECK(res.nonfinite == 1);
     CHECK(std::isnan(out[7]));
-    CHECK(res.held == rows * columns); // the NaN reaches P's every column, so every element
+    // The NaN reaches every column of P, so every new error is NaN and each keeps its old one.
+    CHECK(res.held == rows * columns);
     for (float e : st.residual())
       REQUIRE(std::isfinite(e));
   }

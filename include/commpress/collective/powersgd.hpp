@@ -35,7 +35,7 @@
 #include "commpress/collective/powersgd_state.hpp"
 #include "commpress/compress/powersgd.hpp"
 #include "commpress/core/context.hpp"
-#include "commpress/core/error_update.hpp"
+#include "commpress/core/math.hpp"
 
 namespace commpress {
 

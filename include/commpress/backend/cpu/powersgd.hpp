@@ -186,9 +186,9 @@ inline std::size_t reconstruct_and_update_rows(const float* m, std::uint64_t fir
 }
 
 /// Elements of M per range of the passes that share M among the threads, where the team's
-/// grain is 0: a sixteenth of
-/// cpu::par's, as each element costs r products rather than one operation, so that a matrix of
-/// 1 Mi elements is split too. form shares it, for one rule over the round's passes.
+/// grain is 0: a sixteenth of cpu::par's, as each element costs r products rather than one
+/// operation, so that a matrix of 1 Mi elements is split too. form shares it, for one rule over
+/// the round's passes.
 inline constexpr std::uint64_t default_range_elements = std::uint64_t{1} << 16;
 /// Floats of qt that a band of back_project's columns keeps in the L1 cache (for r <= 64).
 inline constexpr std::uint64_t band_floats = 4096;
