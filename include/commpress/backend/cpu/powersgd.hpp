@@ -56,17 +56,14 @@ inline void project(const float* m, std::uint64_t rows, std::uint64_t columns, c
 }
 
 /// m = screen(g) + e, or m = screen(g) where e is null, for elements [first, last); returns
-/// g's NaN/Inf count there (core/context.hpp's screen, as one loop the compiler vectorizes).
+/// g's NaN/Inf count there (core/context.hpp's screen, in a loop the compiler vectorizes).
 /// m overlaps neither g nor e.
 inline std::size_t form_range(const float* COMMPRESS_RESTRICT g, const float* COMMPRESS_RESTRICT e,
                               nonfinite_policy policy, std::uint64_t first, std::uint64_t last,
                               float* COMMPRESS_RESTRICT m) {
-  const bool zero = policy == nonfinite_policy::zero_and_count;
   std::size_t bad = 0;
   for (std::uint64_t i = first; i < last; ++i) {
-    const bool nonfinite = !commpress::detail::is_finite(g[i]);
-    bad += nonfinite ? 1u : 0u;
-    const float x = zero && nonfinite ? 0.0f : g[i];
+    const float x = commpress::detail::screen(g[i], policy, bad);
     m[i] = e == nullptr ? x : x + e[i];
   }
   return bad;
@@ -194,13 +191,13 @@ inline constexpr std::uint64_t default_range_elements = std::uint64_t{1} << 16;
 inline constexpr std::uint64_t band_floats = 4096;
 
 /// Elements of M per range of a pass on team: its grain, or default_range_elements.
-inline std::uint64_t range_elements(const par_t& team) {
+inline std::uint64_t elements_per_range(const par_t& team) {
   return team.grain == 0 ? default_range_elements : team.grain;
 }
 
 /// Rows per range of a row pass over a matrix of `columns` columns, on team.
 inline std::uint64_t rows_per_range(const par_t& team, std::uint64_t columns) {
-  return std::max<std::uint64_t>(1, range_elements(team) / std::max<std::uint64_t>(columns, 1));
+  return std::max<std::uint64_t>(1, elements_per_range(team) / std::max<std::uint64_t>(columns, 1));
 }
 
 /// M = screen(g) + e (e null: M = screen(g)), rows x columns, on team's threads; returns g's
@@ -214,22 +211,18 @@ inline std::size_t form(const par_t& team, const float* g, const float* e, nonfi
 }
 
 /// qt = (M^T P)^T, on team's threads, each taking bands of columns: about one band per thread,
-/// each spanning at least range_elements(team) of M (so a small matrix stays on one thread)
+/// each spanning at least elements_per_range(team) of M (so a small matrix stays on one thread)
 /// and no wider than keeps its part of qt in the L1 cache. The result does not depend on the
 /// bands.
 inline void back_project(const par_t& team, const float* m, std::uint64_t rows,
                          std::uint64_t columns, const float* p, std::uint64_t r, float* qt) {
   if (r == 0 || columns == 0)
     return;
-  std::uint64_t threads = team.threads;
-#if defined(_OPENMP)
-  if (threads == 0)
-    threads = static_cast<std::uint64_t>(omp_get_max_threads());
-#endif
-  threads = std::max<std::uint64_t>(threads, 1);
+  const auto threads = static_cast<std::uint64_t>(cpu::detail::team_size(team));
   const auto round_up = [](std::uint64_t v) { return (v + 15) / 16 * 16; };
   const std::uint64_t widest = std::max<std::uint64_t>(64, band_floats / r);
-  const std::uint64_t narrowest = round_up(range_elements(team) / std::max<std::uint64_t>(rows, 1));
+  const std::uint64_t narrowest =
+      round_up(elements_per_range(team) / std::max<std::uint64_t>(rows, 1));
   const std::uint64_t band =
       std::max(narrowest, std::min(widest, round_up((columns + threads - 1) / threads)));
   cpu::detail::parallel_for(team, columns, band, [&](std::uint64_t first, std::uint64_t last) {

@@ -48,6 +48,15 @@ inline std::uint64_t group_step(const par_t& p, std::uint64_t len) {
   return groups < 8 ? 8 : groups / 8 * 8;
 }
 
+/// The threads p's team has: p.threads, or where that is 0 OpenMP's default (1 without OpenMP).
+inline int team_size(const par_t& p) {
+#if defined(_OPENMP)
+  if (p.threads == 0)
+    return omp_get_max_threads();
+#endif
+  return p.threads == 0 ? 1 : static_cast<int>(p.threads);
+}
+
 /// Calls body(first, last) for the ranges [first, last) of `step` units that cover [0, n), the
 /// last one possibly shorter, on p's threads, and returns the sum of body's results (counts).
 /// body must not throw: an exception cannot leave an OpenMP region.
@@ -59,7 +68,7 @@ std::size_t parallel_sum([[maybe_unused]] const par_t& p, std::uint64_t n, std::
     return ranges == 0 ? 0 : body(std::uint64_t{0}, n);
   std::size_t total = 0;
 #if defined(_OPENMP)
-  const int threads = p.threads == 0 ? omp_get_max_threads() : static_cast<int>(p.threads);
+  const int threads = team_size(p);
 #pragma omp parallel for schedule(static) num_threads(threads) reduction(+ : total)
 #endif
   for (std::int64_t r = 0; r < ranges; ++r) {
@@ -82,7 +91,7 @@ T parallel_reduce([[maybe_unused]] const par_t& p, std::uint64_t n, std::uint64_
     return ranges == 0 ? init : combine(init, body(std::uint64_t{0}, n));
   T total = init;
 #if defined(_OPENMP)
-  const int threads = p.threads == 0 ? omp_get_max_threads() : static_cast<int>(p.threads);
+  const int threads = team_size(p);
 #pragma omp parallel num_threads(threads)
   {
     T mine = init;
